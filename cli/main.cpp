@@ -1,0 +1,30 @@
+// strata: plan, predict and run distributed training of large transformer models.
+// Only this file decides exit codes: 0 success, 2 a user's mistake (InputError or bad flags).
+
+#include <cstdio>
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/plan_command.hpp"
+#include "common/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"strata: plan, simulate and run distributed training of transformer models"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "strata 0.1.0");
+  std::function<int()> run;
+  strata::cli::add_plan_command(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    const int code = app.exit(error);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    return run();
+  } catch (const strata::InputError& error) {
+    std::fprintf(stderr, "strata: error: %s\n", error.what());
+    return 2;
+  }
+}

@@ -1,0 +1,163 @@
+#include "cli/plan_options.hpp"
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+#include "common/json_input.hpp"
+#include "models/model_reader.hpp"
+#include "plan/deepspeed_config.hpp"
+#include "plan/plan_json.hpp"
+
+namespace strata::cli {
+
+namespace {
+
+constexpr const char* kCommandLine = "command line";
+
+// A scenario file: {"model": name or path, "cluster": name or path, "gpus": N, "plan": {...}}.
+// Issue-specific keys ("expect", "description") are left to the commands that use them.
+struct Scenario {
+  std::string model;
+  std::string cluster;
+  std::optional<int64_t> gpus;
+  ParallelPlan plan;
+  bool dp_given = false;
+};
+
+Scenario read_scenario(const std::string& path) {
+  const nlohmann::json json = read_json_file(path);
+  const JsonFields fields(json, path);
+  Scenario scenario;
+  scenario.model = fields.string("model");
+  scenario.cluster = fields.string("cluster");
+  scenario.gpus = fields.optional_positive_int("gpus");
+  if (fields.has("plan")) {
+    const JsonFields plan = fields.object("plan");
+    scenario.plan = parse_plan_json(plan, scenario.plan);
+    scenario.dp_given = plan.has("dp");
+  }
+  return scenario;
+}
+
+}  // namespace
+
+void add_plan_flags(CLI::App& command, PlanFlags& flags) {
+  command.add_option("--scenario", flags.scenario,
+                     "Scenario JSON with model, cluster, gpus and plan; flags override it");
+  command.add_option("--model", flags.model, "Zoo model name or path to a model JSON / HF config.json");
+  command.add_option("--cluster", flags.cluster, "Zoo cluster name or path to a cluster JSON");
+  command.add_option("--gpus", flags.gpus, "GPUs to use (must equal dp x tp x pp)");
+  command.add_option("--dp", flags.dp, "Data-parallel size (default: gpus / (tp x pp))");
+  command.add_option("--tp,--tensor-model-parallel-size", flags.tp, "Tensor-parallel size");
+  command.add_option("--pp,--pipeline-model-parallel-size", flags.pp, "Pipeline-parallel size");
+  command.add_option("--vpp,--virtual-pipeline-model-parallel-size", flags.vpp,
+                     "Model chunks per pipeline stage (interleaved schedule)");
+  command.add_option("--num-layers-per-virtual-pipeline-stage", flags.layers_per_virtual_stage,
+                     "Megatron-LM: layers per model chunk (sets vpp)");
+  command.add_option("--zero", flags.zero, "ZeRO stage 0-3");
+  command.add_flag("--use-distributed-optimizer", flags.distributed_optimizer,
+                   "Megatron-LM's distributed optimizer (ZeRO 1)");
+  command.add_option("--micro-batch,--micro-batch-size", flags.micro_batch,
+                     "Sequences per micro-batch per DP replica");
+  command.add_option("--global-batch,--global-batch-size", flags.global_batch,
+                     "Sequences per step over all DP replicas");
+  command.add_option("--seq-len,--seq-length", flags.seq_len, "Sequence length in tokens");
+  command.add_option("--recompute,--recompute-granularity", flags.recompute,
+                     "Activation recompute: none, selective, full");
+  command.add_flag("--recompute-activations", flags.recompute_activations,
+                   "Megatron-LM: selective recompute");
+  command.add_flag("--sequence-parallel", flags.sequence_parallel, "Megatron-LM sequence parallelism");
+  command.add_option("--schedule", flags.schedule, "Pipeline schedule: gpipe, 1f1b, interleaved");
+  command.add_option("--dtype", flags.dtype, "Training dtype: bf16, fp16, fp32");
+  command.add_flag("--bf16", flags.bf16, "Megatron-LM: train in bf16");
+  command.add_flag("--fp16", flags.fp16, "Megatron-LM: train in fp16");
+  command.add_option("--first-stage-layers,--decoder-first-pipeline-num-layers",
+                     flags.first_stage_layers, "Layers on the first pipeline stage (uneven split)");
+  command.add_option("--last-stage-layers,--decoder-last-pipeline-num-layers",
+                     flags.last_stage_layers, "Layers on the last pipeline stage (uneven split)");
+  command.add_option("--deepspeed-config,--deepspeed_config", flags.deepspeed_config,
+                     "DeepSpeed config JSON (zero stage, micro-batch, accumulation, dtype)");
+}
+
+PlanInputs resolve_plan_inputs(const PlanFlags& flags) {
+  Scenario scenario;
+  if (!flags.scenario.empty()) {
+    scenario = read_scenario(flags.scenario);
+  } else if (flags.model.empty() || flags.cluster.empty()) {
+    throw InputError(kCommandLine, flags.model.empty() ? "--model" : "--cluster", "missing",
+                     fmt::format("give --model and --cluster (zoo names or paths), or --scenario "
+                                 "FILE (e.g. {})",
+                                 kDefaultScenario));
+  }
+  const std::string model_name = flags.model.empty() ? scenario.model : flags.model;
+  const std::string cluster_name = flags.cluster.empty() ? scenario.cluster : flags.cluster;
+  const std::string where = flags.scenario.empty() ? kCommandLine : flags.scenario;
+  PlanInputs inputs{load_model(model_name), load_cluster(cluster_name), scenario.plan};
+  ParallelPlan& plan = inputs.plan;
+
+  const auto set = [](std::optional<int64_t> flag, int64_t& out) {
+    if (flag) out = *flag;
+  };
+  set(flags.tp, plan.tp);
+  set(flags.pp, plan.pp);
+  set(flags.vpp, plan.vpp);
+  set(flags.zero, plan.zero_stage);
+  set(flags.micro_batch, plan.micro_batch);
+  set(flags.global_batch, plan.global_batch);
+  set(flags.seq_len, plan.seq_len);
+  set(flags.first_stage_layers, plan.first_stage_layers);
+  set(flags.last_stage_layers, plan.last_stage_layers);
+  if (flags.distributed_optimizer && !flags.zero) plan.zero_stage = std::max<int64_t>(plan.zero_stage, 1);
+  if (flags.layers_per_virtual_stage) {
+    const int64_t per_stage = inputs.model.layers / plan.pp;
+    if (*flags.layers_per_virtual_stage < 1 || per_stage % *flags.layers_per_virtual_stage != 0) {
+      throw InputError(kCommandLine, "--num-layers-per-virtual-pipeline-stage",
+                       fmt::format("{} does not divide the {} layers per stage",
+                                   *flags.layers_per_virtual_stage, per_stage),
+                       "use a divisor of the layers per pipeline stage");
+    }
+    plan.vpp = per_stage / *flags.layers_per_virtual_stage;
+  }
+  if (flags.recompute_activations) plan.recompute = RecomputeKind::kSelective;
+  if (flags.recompute) plan.recompute = parse_recompute(*flags.recompute, kCommandLine, "--recompute");
+  if (flags.sequence_parallel) plan.sequence_parallel = true;
+  if (flags.schedule) {
+    plan.schedule = parse_schedule(*flags.schedule, kCommandLine, "--schedule");
+  } else if (plan.vpp > 1) {
+    plan.schedule = ScheduleKind::kInterleaved;  // as Megatron-LM infers from a virtual size
+  }
+  if (flags.bf16) plan.dtype = DType::kBf16;
+  if (flags.fp16) plan.dtype = DType::kFp16;
+  if (flags.dtype) plan.dtype = parse_dtype(*flags.dtype, kCommandLine, "--dtype");
+
+  // GPUs and dp: --gpus (or the scenario's) fixes the product; dp defaults to what is left.
+  const std::optional<int64_t> gpus = flags.gpus ? flags.gpus : scenario.gpus;
+  if (flags.dp) {
+    plan.dp = *flags.dp;
+  } else if (gpus && !scenario.dp_given) {
+    if (*gpus % (plan.tp * plan.pp) != 0) {
+      throw InputError(where, "gpus (--gpus)",
+                       fmt::format("{} GPUs are not a multiple of tp {} x pp {}", *gpus, plan.tp,
+                                   plan.pp),
+                       fmt::format("use a multiple of {} GPUs, or change --tp/--pp",
+                                   plan.tp * plan.pp));
+    }
+    plan.dp = *gpus / (plan.tp * plan.pp);
+  }
+  if (!flags.deepspeed_config.empty()) {
+    apply_deepspeed_config(read_deepspeed_config(flags.deepspeed_config), plan, flags.zero,
+                           flags.micro_batch, flags.global_batch);
+  }
+  validate_plan(plan, inputs.model, gpus, where);
+  const int64_t max_gpus = inputs.cluster.max_nodes * inputs.cluster.gpus_per_node;
+  if (inputs.cluster.max_nodes > 0 && plan.gpus() > max_gpus) {
+    throw InputError(where, "gpus (--gpus)",
+                     fmt::format("{} GPUs exceed cluster {}'s {} nodes x {} GPUs", plan.gpus(),
+                                 inputs.cluster.name, inputs.cluster.max_nodes,
+                                 inputs.cluster.gpus_per_node),
+                     fmt::format("use at most {} GPUs or a larger cluster", max_gpus));
+  }
+  return inputs;
+}
+
+}  // namespace strata::cli

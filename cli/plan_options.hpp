@@ -1,0 +1,51 @@
+#pragma once
+// The model, cluster and plan flags that `strata plan` (and later `simulate`, `search`) share,
+// with Megatron-LM's names accepted too, and their resolution into validated inputs:
+// defaults <- scenario file (--scenario) <- flags <- DeepSpeed config (--deepspeed-config).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "models/model_spec.hpp"
+#include "plan/parallel_plan.hpp"
+#include "topologies/cluster_spec.hpp"
+
+namespace strata::cli {
+
+// What was given on the command line; nullopt where a flag was not given.
+struct PlanFlags {
+  std::string scenario;
+  std::string model;
+  std::string cluster;
+  std::optional<int64_t> gpus;
+  std::optional<int64_t> dp, tp, pp, vpp, layers_per_virtual_stage, zero;
+  std::optional<int64_t> micro_batch, global_batch, seq_len;
+  std::optional<int64_t> first_stage_layers, last_stage_layers;
+  std::optional<std::string> recompute, schedule, dtype;
+  bool recompute_activations = false;  // Megatron's --recompute-activations (selective)
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;  // Megatron's --use-distributed-optimizer (ZeRO 1)
+  bool bf16 = false;
+  bool fp16 = false;
+  std::string deepspeed_config;
+};
+
+void add_plan_flags(CLI::App& command, PlanFlags& flags);
+
+// Validated inputs for the plan compiler.
+struct PlanInputs {
+  ModelSpec model;
+  ClusterSpec cluster;
+  ParallelPlan plan;
+};
+
+// Throws InputError naming the file or flag at fault.
+PlanInputs resolve_plan_inputs(const PlanFlags& flags);
+
+// The scenario `make demo` runs when no model is given.
+inline constexpr const char* kDefaultScenario = "scenarios/default.json";
+
+}  // namespace strata::cli

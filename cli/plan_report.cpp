@@ -1,0 +1,130 @@
+#include "cli/plan_report.hpp"
+
+#include <array>
+
+#include <fmt/format.h>
+
+#include "common/units.hpp"
+#include "models/model_json.hpp"
+#include "plan/plan_json.hpp"
+#include "plan/rank_layout.hpp"
+#include "topologies/topology_json.hpp"
+
+namespace strata::cli {
+
+namespace {
+
+std::string gb(int64_t bytes) { return fmt::format("{:.2f}", static_cast<double>(bytes) / kBytesPerGB); }
+
+// 1.23e18 -> "1.23 EFLOP".
+std::string flops_text(double flops) {
+  constexpr std::array<std::pair<double, const char*>, 5> kUnits{
+      {{1e18, "EFLOP"}, {1e15, "PFLOP"}, {1e12, "TFLOP"}, {1e9, "GFLOP"}, {1, "FLOP"}}};
+  for (const auto& [scale, unit] : kUnits) {
+    if (flops >= scale) return fmt::format("{:.3g} {}", flops / scale, unit);
+  }
+  return "0 FLOP";
+}
+
+std::string plan_line(const ParallelPlan& p) {
+  std::string line = fmt::format(
+      "dp {} x tp {} x pp {}{}, zero {}, micro-batch {}, global batch {} ({} micro-batches), "
+      "seq {}, {}, recompute {}{}, {}",
+      p.dp, p.tp, p.pp, p.vpp > 1 ? fmt::format(" x vpp {}", p.vpp) : "", p.zero_stage,
+      p.micro_batch, p.global_batch, p.micro_batches(), p.seq_len, to_string(p.schedule),
+      to_string(p.recompute), p.sequence_parallel ? ", sequence parallel" : "", to_string(p.dtype));
+  return line;
+}
+
+}  // namespace
+
+std::string plan_summary(const CompiledPlan& c) {
+  const ModelSpec& m = c.model;
+  const ParallelPlan& p = c.plan;
+  std::string out;
+  auto add = [&out](const std::string& line) { out += line + "\n"; };
+  add(fmt::format("model    {}: {:.2f} B parameters; {} layers, hidden {}, {} heads ({} kv), "
+                  "ffn {}, vocab {}, {}, {}, {} positions{}",
+                  m.name, static_cast<double>(c.parameters) / 1e9, m.layers, m.hidden, m.heads,
+                  m.kv_heads, m.ffn_hidden, m.vocab, to_string(m.norm), to_string(m.mlp),
+                  to_string(m.position), m.tied_embeddings ? ", tied embeddings" : ""));
+  add(fmt::format("cluster  {}: {} x {} on {} node(s) of {}; {:.0f} GB HBM per GPU",
+                  c.cluster.name, p.gpus(), c.cluster.device.name, c.cluster.nodes_for(p.gpus()),
+                  c.cluster.gpus_per_node, static_cast<double>(c.cluster.device.hbm_bytes) / kBytesPerGB));
+  add(fmt::format("plan     {}", plan_line(p)));
+  add(fmt::format("step     {} tokens; model {} (MFU numerator), hardware {} (with recompute)",
+                  p.tokens_per_step(), flops_text(c.flops.model), flops_text(c.flops.hardware)));
+  std::array<int64_t, 4> kinds{};
+  for (const Task& t : c.graph.tasks()) ++kinds[static_cast<size_t>(t.kind)];
+  add(fmt::format("graph    {} ({} ranks): {} tasks = {} compute, {} collective, {} p2p, {} memory; "
+                  "{}",
+                  to_string(c.graph.mode()), c.graph.ranks().size(), c.graph.size(), kinds[0],
+                  kinds[1], kinds[2], kinds[3],
+                  c.validation.ok() ? "valid (acyclic, p2p matched, collectives complete, memory >= 0)"
+                                    : "INVALID"));
+  add("");
+  add("memory per GPU at each stage's peak (GB = 1e9 bytes)");
+  add(fmt::format("{:>5} {:>6} {:>12} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9}", "stage", "layers",
+                  "params/GPU", "params", "grads", "optimizer", "activations", "buffers", "peak"));
+  for (const StageMemory& s : c.memory.stages) {
+    add(fmt::format("{:>5} {:>6} {:>12} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9}", s.stage, s.layers,
+                    fmt::format("{:.3f} B", static_cast<double>(s.parameters) / 1e9),
+                    gb(s.at_peak.params), gb(s.at_peak.grads), gb(s.at_peak.optimizer),
+                    gb(s.at_peak.activations), gb(s.at_peak.buffers), gb(s.peak_bytes)));
+  }
+  const MemoryPlan& mem = c.memory;
+  if (mem.fits) {
+    add(fmt::format("peak     {} GB of {} GB: fits, {} GB headroom", gb(mem.peak_bytes),
+                    gb(mem.device_bytes), gb(mem.device_bytes - mem.peak_bytes)));
+  } else {
+    add(fmt::format("peak     {} GB of {} GB: DOES NOT FIT, short by {} GB (try more pp, tp, a "
+                    "higher ZeRO stage or recompute)",
+                    gb(mem.peak_bytes), gb(mem.device_bytes), gb(mem.shortfall_bytes)));
+  }
+  return out;
+}
+
+std::string layout_table(const CompiledPlan& c) {
+  const RankLayout layout(c.plan, c.cluster.gpus_per_node);
+  std::string out = "rank layout (TP innermost, then DP, then PP)\n";
+  out += fmt::format("{:>6} {:>5} {:>4} {:>4} {:>4} {:>4}\n", "rank", "node", "gpu", "dp", "pp", "tp");
+  for (int64_t rank = 0; rank < layout.world_size(); ++rank) {
+    const RankCoord r = layout.coord(rank);
+    out += fmt::format("{:>6} {:>5} {:>4} {:>4} {:>4} {:>4}\n", rank, r.node, r.gpu, r.dp, r.pp, r.tp);
+  }
+  return out;
+}
+
+nlohmann::json plan_report_json(const CompiledPlan& c) {
+  nlohmann::json out;
+  out["params"] = c.parameters;
+  out["model_flops_per_step"] = c.flops.model;
+  out["hardware_flops_per_step"] = c.flops.hardware;
+  out["task_count"] = c.graph.size();
+  out["graph_mode"] = to_string(c.graph.mode());
+  out["tokens_per_step"] = c.plan.tokens_per_step();
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageMemory& s : c.memory.stages) {
+    stages.push_back({{"stage", s.stage},
+                      {"layers", s.layers},
+                      {"params_per_gpu", s.parameters},
+                      {"peak_memory_bytes", s.peak_bytes},
+                      {"memory",
+                       {{"params", s.at_peak.params},
+                        {"grads", s.at_peak.grads},
+                        {"optimizer", s.at_peak.optimizer},
+                        {"activations", s.at_peak.activations},
+                        {"buffers", s.at_peak.buffers}}}});
+  }
+  out["per_stage"] = std::move(stages);
+  out["peak_memory_bytes"] = c.memory.peak_bytes;
+  out["device_memory_bytes"] = c.memory.device_bytes;
+  out["fits_in_memory"] = c.memory.fits;
+  out["memory_shortfall_bytes"] = c.memory.shortfall_bytes;
+  out["plan"] = plan_to_json(c.plan);
+  out["model"] = model_to_json(c.model);
+  out["cluster"] = cluster_to_json(c.cluster);
+  return out;
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,118 @@
+#include "models/ops.hpp"
+
+#include "common/error.hpp"
+
+namespace strata {
+
+int64_t bytes_per_element(DType dtype) { return dtype == DType::kFp32 ? 4 : 2; }
+
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::kBf16: return "bf16";
+    case DType::kFp16: return "fp16";
+    case DType::kFp32: return "fp32";
+  }
+  return "?";
+}
+
+const char* to_string(OpKind kind) {
+  switch (kind) {
+    case OpKind::kMatmul: return "matmul";
+    case OpKind::kAttention: return "attention";
+    case OpKind::kNorm: return "norm";
+    case OpKind::kElementwise: return "elementwise";
+    case OpKind::kEmbedding: return "embedding";
+    case OpKind::kLoss: return "loss";
+    case OpKind::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+namespace {
+
+int64_t backward_factor(Direction direction) { return direction == Direction::kForward ? 1 : 2; }
+
+}  // namespace
+
+// Forward: out (m,n) = inp (m,k) @ w (k,n): 2mnk FLOPs; reads inp and w, writes out.
+// Backward: dinp = dout @ w^T and dw = inp^T @ dout: 4mnk FLOPs; reads dout, inp, w; writes dinp
+// and dw.
+OpShape matmul_op(int64_t m, int64_t n, int64_t k, Direction direction, DType dtype) {
+  STRATA_ASSERT(m > 0 && n > 0 && k > 0, "matmul dimensions must be positive");
+  const int64_t e = bytes_per_element(dtype);
+  OpShape op{OpKind::kMatmul, direction, dtype, {m, n, k, 0}, 0, 0};
+  op.flops = 2 * m * n * k * backward_factor(direction);
+  op.bytes = direction == Direction::kForward ? e * (m * k + k * n + m * n)
+                                              : e * (m * n + m * k + k * n + m * k + k * n);
+  return op;
+}
+
+// q is (b, heads, s, d); k and v are (b, kv_heads, s, d). Forward: scores = q k^T (2 b s^2 heads d
+// FLOPs), softmax, context = scores v (2 b s^2 heads d): 4 b s^2 heads d. Backward: twice that.
+// Bytes: q, k, v, the (b, heads, s, s) scores written and read back, and the output.
+OpShape attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim, int64_t kv_heads,
+                     Direction direction, DType dtype) {
+  STRATA_ASSERT(b > 0 && s > 0 && heads > 0 && head_dim > 0 && kv_heads > 0,
+                "attention dimensions must be positive");
+  const int64_t e = bytes_per_element(dtype);
+  OpShape op{OpKind::kAttention, direction, dtype, {b, s, heads, head_dim}, 0, 0};
+  op.flops = 4 * b * s * s * heads * head_dim * backward_factor(direction);
+  const int64_t qkv_out = e * b * s * head_dim * (2 * heads + 2 * kv_heads);
+  const int64_t scores = e * b * heads * s * s;
+  op.bytes = (qkv_out + 2 * scores) * backward_factor(direction);
+  return op;
+}
+
+// LayerNorm/RMSNorm over `width`: about 8 FLOPs per element forward (mean, variance, scale,
+// shift); reads the input and writes the output; backward reads input and output gradient and
+// writes the input gradient.
+OpShape norm_op(int64_t rows, int64_t width, Direction direction, DType dtype) {
+  const int64_t e = bytes_per_element(dtype);
+  const int64_t elements = rows * width;
+  OpShape op{OpKind::kNorm, direction, dtype, {rows, width, 0, 0}, 0, 0};
+  op.flops = 8 * elements * backward_factor(direction);
+  op.bytes = e * elements * (direction == Direction::kForward ? 2 : 3);
+  return op;
+}
+
+// `tensors_touched` tensors of `elements` each are read or written (a residual add: 3).
+OpShape elementwise_op(int64_t elements, int64_t flops_per_element, int64_t tensors_touched,
+                       Direction direction, DType dtype) {
+  OpShape op{OpKind::kElementwise, direction, dtype, {elements, flops_per_element, 0, 0}, 0, 0};
+  op.flops = elements * flops_per_element * backward_factor(direction);
+  op.bytes = bytes_per_element(dtype) * elements * tensors_touched;
+  return op;
+}
+
+// Forward gathers `tokens` rows of `width` from a table of `vocab_rows`; backward scatters the
+// gradient rows back into the table's gradient (no FLOPs beyond the adds).
+OpShape embedding_op(int64_t tokens, int64_t width, int64_t vocab_rows, Direction direction,
+                     DType dtype) {
+  const int64_t e = bytes_per_element(dtype);
+  OpShape op{OpKind::kEmbedding, direction, dtype, {tokens, width, vocab_rows, 0}, 0, 0};
+  op.flops = direction == Direction::kForward ? 0 : tokens * width;
+  op.bytes = 2 * e * tokens * width;
+  return op;
+}
+
+// Softmax cross-entropy on fp32 logits (tokens, vocab_cols): about 5 FLOPs per logit (max,
+// subtract, exp, sum, divide); forward reads the logits, backward writes their gradient.
+OpShape loss_op(int64_t tokens, int64_t vocab_cols, Direction direction) {
+  OpShape op{OpKind::kLoss, direction, DType::kFp32, {tokens, vocab_cols, 0, 0}, 0, 0};
+  op.flops = 5 * tokens * vocab_cols;
+  op.bytes = 4 * tokens * vocab_cols * (direction == Direction::kForward ? 1 : 2);
+  return op;
+}
+
+// AdamW with fp32 master weights: per parameter reads the gradient, master weight, m and v
+// (dtype + 12 bytes), writes master, m, v and the working-precision weight (12 + dtype bytes);
+// about 12 FLOPs. With fp32 training there is no separate master copy.
+OpShape optimizer_op(int64_t parameters, DType dtype) {
+  const int64_t e = bytes_per_element(dtype);
+  OpShape op{OpKind::kOptimizer, Direction::kForward, dtype, {parameters, 0, 0, 0}, 0, 0};
+  op.flops = 12 * parameters;
+  op.bytes = dtype == DType::kFp32 ? parameters * (4 * 4 + 3 * 4) : parameters * (2 * e + 24);
+  return op;
+}
+
+}  // namespace strata

@@ -1,0 +1,60 @@
+#pragma once
+// The operations of a transformer training step, with FLOP and byte counts derived from concrete
+// shapes. The plan compiler attaches an OpShape to every compute task; the simulator's compute
+// model prices it; the executor runs it.
+//
+// FLOP accounting follows Megatron-LM (Narayanan et al. 2021, Korthikanti et al. 2022): a
+// (m x k) @ (k x n) product is 2mnk FLOPs; attention scores and context are counted in full
+// (no halving for the causal mask); a backward op costs twice its forward (input and weight
+// gradients). Elementwise and norm ops are counted too (a few FLOPs per element) but are
+// negligible next to the products. See ../shared/reference/stated_facts.csv.
+
+#include <array>
+#include <cstdint>
+
+namespace strata {
+
+enum class DType : uint8_t { kBf16, kFp16, kFp32 };
+
+int64_t bytes_per_element(DType dtype);
+const char* to_string(DType dtype);
+
+enum class OpKind : uint8_t {
+  kMatmul,       // dims {m, n, k}: (m x k) @ (k x n)
+  kAttention,    // dims {b, s, heads, head_dim}: QK^T, scale-mask-softmax, dropout, scores @ V
+  kNorm,         // dims {rows, width}: LayerNorm or RMSNorm
+  kElementwise,  // dims {elements, flops_per_element}: residual add, dropout, GELU, SwiGLU
+  kEmbedding,    // dims {tokens, width, vocab_rows}: table lookup (and position add)
+  kLoss,         // dims {tokens, vocab_cols}: softmax cross-entropy over a vocabulary shard
+  kOptimizer,    // dims {parameters}: AdamW on the local shard (fp32 master, m, v)
+};
+
+const char* to_string(OpKind kind);
+
+enum class Direction : uint8_t { kForward, kBackward };
+
+// One op with concrete, per-rank shapes: what a compute task runs.
+struct OpShape {
+  OpKind kind = OpKind::kMatmul;
+  Direction direction = Direction::kForward;
+  DType dtype = DType::kBf16;
+  std::array<int64_t, 4> dims{};
+  int64_t flops = 0;  // floating-point operations
+  int64_t bytes = 0;  // bytes read from and written to device memory
+
+  bool operator==(const OpShape&) const = default;
+};
+
+// Constructors that derive flops and bytes from the shape (see op_shape.cpp for each formula).
+OpShape matmul_op(int64_t m, int64_t n, int64_t k, Direction direction, DType dtype);
+OpShape attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim, int64_t kv_heads,
+                     Direction direction, DType dtype);
+OpShape norm_op(int64_t rows, int64_t width, Direction direction, DType dtype);
+OpShape elementwise_op(int64_t elements, int64_t flops_per_element, int64_t tensors_touched,
+                       Direction direction, DType dtype);
+OpShape embedding_op(int64_t tokens, int64_t width, int64_t vocab_rows, Direction direction,
+                     DType dtype);
+OpShape loss_op(int64_t tokens, int64_t vocab_cols, Direction direction);
+OpShape optimizer_op(int64_t parameters, DType dtype);
+
+}  // namespace strata

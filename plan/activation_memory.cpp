@@ -1,0 +1,70 @@
+#include "plan/activation_memory.hpp"
+
+namespace strata {
+
+namespace {
+
+struct Dims {
+  int64_t sb;   // tokens per micro-batch
+  int64_t e;    // bytes per activation element
+  int64_t t;    // tensor-parallel size
+  int64_t rep;  // divisor of the "replicated" terms: t with sequence parallel, else 1
+};
+
+Dims dims_of(const ParallelPlan& plan) {
+  return {plan.seq_len * plan.micro_batch, bytes_per_element(plan.dtype), plan.tp,
+          plan.sequence_parallel ? plan.tp : 1};
+}
+
+}  // namespace
+
+LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& plan) {
+  const Dims d = dims_of(plan);
+  const int64_t h = model.hidden;
+  const int64_t kv = model.kv_hidden();
+  const int64_t f = model.ffn_hidden;
+  const int64_t mask = model.dropout ? 1 : 0;  // 1-byte dropout masks
+  LayerActivations act;
+  act.norms = 2 * d.e * d.sb * h / d.rep;
+  act.attention = d.e * d.sb * h / d.rep                // QKV input
+                  + d.e * d.sb * (h + kv) / d.t         // Q and K
+                  + d.e * d.sb * kv / d.t               // V
+                  + d.e * d.sb * h / d.t                // attention-output input
+                  + mask * d.sb * h / d.rep;            // attention dropout mask
+  // a s^2 b / t score elements: the softmax output, and with dropout its mask and output.
+  const int64_t scores = model.heads * plan.seq_len * d.sb / d.t;
+  act.attention_scores = d.e * scores + mask * (scores + d.e * scores);
+  const int64_t up_outputs = model.mlp == MlpKind::kSwiGlu ? 2 : 1;
+  act.mlp = d.e * d.sb * h / d.rep                      // MLP-up input
+            + up_outputs * d.e * d.sb * f / d.t         // activation input(s)
+            + d.e * d.sb * f / d.t                      // MLP-down input
+            + mask * d.sb * h / d.rep;                  // MLP dropout mask
+  return act;
+}
+
+int64_t stored_layer_activation_bytes(const ModelSpec& model, const ParallelPlan& plan) {
+  const LayerActivations act = layer_activations(model, plan);
+  switch (plan.recompute) {
+    case RecomputeKind::kNone: return act.total();
+    case RecomputeKind::kSelective: return act.total() - act.attention_scores;
+    case RecomputeKind::kFull: return layer_input_bytes(model, plan);
+  }
+  return act.total();
+}
+
+int64_t layer_input_bytes(const ModelSpec& model, const ParallelPlan& plan) {
+  const Dims d = dims_of(plan);
+  return d.e * d.sb * model.hidden / d.rep;
+}
+
+int64_t head_activation_bytes(const ModelSpec& model, const ParallelPlan& plan) {
+  const Dims d = dims_of(plan);
+  const int64_t vocab_shard = (model.vocab + d.t - 1) / d.t;
+  return 2 * d.e * d.sb * model.hidden / d.rep + 4 * d.sb * vocab_shard;
+}
+
+int64_t pipeline_message_bytes(const ModelSpec& model, const ParallelPlan& plan) {
+  return layer_input_bytes(model, plan);
+}
+
+}  // namespace strata

@@ -1,0 +1,49 @@
+#pragma once
+// Bytes of activations one rank stores per transformer layer and micro-batch for the backward
+// pass, following Korthikanti et al. 2022 (arXiv:2205.05198) Sec. 4.1, generalized to
+// grouped-query attention, SwiGLU MLPs and models without dropout. With 16-bit activations, MHA,
+// d_ff = 4h and dropout this is exactly the paper's sbh(34 + 5as/h), its tensor-parallel variant
+// sbh(10 + 24/t + 5as/(ht)), with sequence parallelism sbh(34/t + 5as/(ht)), with selective
+// recompute sbh(10 + 24/t) (../shared/reference/activation_memory_formulas.csv).
+//
+// Per term (s sequence, b micro-batch, h hidden, a heads, t tp; e bytes per element, 2 in 16-bit;
+// "rep" terms are replicated over TP ranks unless sequence parallel splits them too):
+//   norm1 input e sbh (rep) | QKV input e sbh (rep) | Q and K e sb(h + kv)/t | V e sb kv/t
+//   softmax output e as^2b/t | softmax dropout mask as^2b/t | dropout output e as^2b/t
+//   attention-output input e sbh/t | attention dropout mask sbh (rep)
+//   norm2 input e sbh (rep) | MLP-up input e sbh (rep) | activation input e sbf/t (x2 for SwiGLU:
+//   gate and up) | MLP-down input e sbf/t | MLP dropout mask sbh (rep)
+
+#include <cstdint>
+
+#include "models/model_spec.hpp"
+#include "plan/parallel_plan.hpp"
+
+namespace strata {
+
+struct LayerActivations {
+  int64_t attention = 0;         // linear-in-s terms of the attention block
+  int64_t attention_scores = 0;  // the s^2 terms (softmax, its dropout mask and output)
+  int64_t mlp = 0;
+  int64_t norms = 0;             // inputs of the two norms
+
+  int64_t total() const { return attention + attention_scores + mlp + norms; }
+};
+
+// Everything one layer stores without recompute, per rank and micro-batch.
+LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& plan);
+
+// What one layer keeps between its forward and backward under the plan's recompute mode:
+// none: total(); selective: total() minus the attention scores; full: the layer input.
+int64_t stored_layer_activation_bytes(const ModelSpec& model, const ParallelPlan& plan);
+
+// The layer input kept as the checkpoint under full recompute: e sbh (/t with sequence parallel).
+int64_t layer_input_bytes(const ModelSpec& model, const ParallelPlan& plan);
+
+// The last stage's final norm input, LM head input and fp32 logits: 2e sbh (rep) + 4 sbv/t.
+int64_t head_activation_bytes(const ModelSpec& model, const ParallelPlan& plan);
+
+// One pipeline message (activations or their gradient): e sbh, /t with sequence parallel.
+int64_t pipeline_message_bytes(const ModelSpec& model, const ParallelPlan& plan);
+
+}  // namespace strata

@@ -1,0 +1,32 @@
+#include "plan/compile.hpp"
+
+#include "plan/lowering.hpp"
+#include "plan/shard_sizes.hpp"
+
+namespace strata {
+
+StepFlops step_flops(const TaskGraph& graph) {
+  StepFlops flops;
+  const auto replicas = static_cast<double>(graph.replicas_per_rank());
+  for (const Task& t : graph.tasks()) {
+    if (t.kind != TaskKind::kCompute || t.phase == Phase::kOptimizer) continue;
+    const double f = static_cast<double>(graph.op(t.op).flops) * replicas;
+    if (t.phase != Phase::kRecompute) flops.model += f;
+    flops.hardware += f;
+  }
+  return flops;
+}
+
+CompiledPlan compile_plan(const ModelSpec& model, const ClusterSpec& cluster,
+                          const ParallelPlan& plan, GraphMode mode) {
+  TaskGraph graph = lower_to_task_graph(model, plan, cluster.gpus_per_node, mode);
+  ValidationReport validation = validate_graph(graph);
+  MemoryPlan memory = plan_memory(graph, layers_per_stage(plan, model),
+                                  stage_parameters(model, plan), plan.dp, plan.zero_stage,
+                                  plan.dtype, cluster.device.hbm_bytes);
+  const StepFlops flops = step_flops(graph);
+  return CompiledPlan{model,    cluster, plan,  std::move(graph), std::move(validation),
+                      std::move(memory), flops, count_parameters(model).total};
+}
+
+}  // namespace strata

@@ -1,0 +1,41 @@
+#pragma once
+// compile_plan: the plan compiler's entry point. (model, cluster, plan) -> the task graph of one
+// training step, its validation, the memory plan and the step's FLOPs.
+
+#include <cstdint>
+
+#include "models/model_spec.hpp"
+#include "plan/graph_validator.hpp"
+#include "plan/memory_plan.hpp"
+#include "plan/parallel_plan.hpp"
+#include "plan/task_graph.hpp"
+#include "topologies/cluster_spec.hpp"
+
+namespace strata {
+
+struct StepFlops {
+  double model = 0;     // forward and backward (MFU's numerator; no recompute)
+  double hardware = 0;  // model + recompute (HFU's numerator)
+};
+
+// FLOPs of one step over all GPUs, summed from the graph's compute tasks (the optimizer's
+// elementwise work is not counted, as in Megatron-LM's accounting).
+StepFlops step_flops(const TaskGraph& graph);
+
+struct CompiledPlan {
+  ModelSpec model;
+  ClusterSpec cluster;
+  ParallelPlan plan;
+  TaskGraph graph;
+  ValidationReport validation;
+  MemoryPlan memory;
+  StepFlops flops;
+  int64_t parameters = 0;  // the whole model's
+};
+
+// The plan must have passed validate_plan. Broken graph invariants are reported in
+// `validation`, not thrown: they are bugs of the compiler, which callers assert on.
+CompiledPlan compile_plan(const ModelSpec& model, const ClusterSpec& cluster,
+                          const ParallelPlan& plan, GraphMode mode);
+
+}  // namespace strata

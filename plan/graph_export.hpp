@@ -1,0 +1,25 @@
+#pragma once
+// Writing a task graph for other tools: JSON (`strata plan --emit-graph FILE.json`), the full
+// contract for a reader in another language, and Graphviz DOT (`--dot FILE.dot`) for looking at
+// small graphs. Both are deterministic: the same graph gives the same bytes.
+//
+// JSON: {"format": "strata-task-graph", "version": 1, "mode", "dp", "tp", "pp",
+//   "ranks": [{"rank", "stage"}], "ops": [{"kind", "direction", "dtype", "dims", "flops", "bytes"}],
+//   "groups": [{"kind", "ranks"}], "tasks": [{"id", "rank", "stream", "kind", "phase", "role",
+//   "layer", "micro_batch", "chunk", "deps", then by kind: "op" | "collective", "group", "bytes" |
+//   "p2p", "peer", "tag", "bytes" | "memory", "buffer", "bytes"}]}
+
+#include <cstdint>
+#include <string>
+
+#include "plan/task_graph.hpp"
+
+namespace strata {
+
+inline constexpr int64_t kMaxDotTasks = 5000;
+
+std::string graph_to_json(const TaskGraph& graph);
+// Throws InputError naming `path` when the graph has more than kMaxDotTasks tasks.
+std::string graph_to_dot(const TaskGraph& graph, const std::string& path);
+
+}  // namespace strata

@@ -1,0 +1,28 @@
+#pragma once
+// The task graph's invariants (DESIGN.md), checked after lowering:
+//  - every send has exactly one recv with the same sender, receiver, tag and bytes;
+//  - every collective is complete: each member of its group that is in the graph (every member,
+//    in a full graph) runs the same sequence of collectives on that group, kind and bytes alike;
+//  - memory never negative: on each rank, in program order, no buffer class is released beyond
+//    what was allocated, and nothing is left allocated at the end of the step;
+//  - acyclic, and so free of deadlock: with each send merged with its recv and each collective
+//    instance's member tasks merged into one node (they run together), the graph of dependencies
+//    and stream order has a topological order (Boost.Graph's topological_sort).
+
+#include <string>
+#include <vector>
+
+#include "plan/task_graph.hpp"
+
+namespace strata {
+
+struct ValidationReport {
+  std::vector<std::string> errors;   // empty when the graph is valid; at most a few per check
+  std::vector<TaskId> topological_order;
+
+  bool ok() const { return errors.empty(); }
+};
+
+ValidationReport validate_graph(const TaskGraph& graph);
+
+}  // namespace strata

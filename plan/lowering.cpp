@@ -1,0 +1,325 @@
+// The lowering driver: per rank, walk the stage's schedule and emit each forward or backward pass
+// of a model chunk (pipeline receive, embedding, layers, head and loss, pipeline send), then the
+// optimizer step.
+
+#include "plan/lowering.hpp"
+
+#include <numeric>
+
+#include "plan/activation_memory.hpp"
+#include "plan/lowering_context.hpp"
+#include "plan/schedule.hpp"
+
+namespace strata {
+
+namespace {
+
+OpPair op_pair(TaskGraph& graph, OpShape forward, OpShape backward) {
+  return {graph.add_op(forward), graph.add_op(backward)};
+}
+
+// Per-rank shapes of every op (s sequence, b micro-batch, t tp; sequence parallelism splits the
+// norms and residual adds over t).
+OpTable build_op_table(const LoweringContext& ctx, TaskGraph& graph) {
+  const ModelSpec& m = ctx.model;
+  const ParallelPlan& plan = ctx.plan;
+  const DType dt = plan.dtype;
+  const int64_t b = plan.micro_batch;
+  const int64_t s = plan.seq_len;
+  const int64_t t = plan.tp;
+  const int64_t sb = s * b;
+  const int64_t h = m.hidden;
+  const int64_t rows = plan.sequence_parallel ? sb / t : sb;  // rows of norms and residual adds
+  const int64_t f = m.ffn_hidden / t;
+  const bool swiglu = m.mlp == MlpKind::kSwiGlu;
+  const int64_t v = ctx.sizes.vocab_shard;
+  const auto fwd = Direction::kForward;
+  const auto bwd = Direction::kBackward;
+  // GELU (tanh form) ~8 FLOPs per element; SwiGLU silu(gate) * up ~6; dropout + residual add 2.
+  const int64_t act_flops = swiglu ? 6 : 8;
+  const int64_t act_tensors = swiglu ? 3 : 2;
+  const int64_t residual_tensors = m.dropout ? 4 : 3;
+
+  OpTable ops;
+  ops.norm = op_pair(graph, norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt));
+  const int64_t qkv_cols = (h + 2 * m.kv_hidden()) / t;
+  ops.qkv = op_pair(graph, matmul_op(sb, qkv_cols, h, fwd, dt), matmul_op(sb, qkv_cols, h, bwd, dt));
+  ops.attention =
+      op_pair(graph, attention_op(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, fwd, dt),
+              attention_op(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, bwd, dt));
+  ops.attn_out = op_pair(graph, matmul_op(sb, h, h / t, fwd, dt), matmul_op(sb, h, h / t, bwd, dt));
+  ops.residual = op_pair(graph, elementwise_op(rows * h, 2, residual_tensors, fwd, dt),
+                         elementwise_op(rows * h, 2, residual_tensors, bwd, dt));
+  const int64_t up_cols = (swiglu ? 2 : 1) * f;
+  ops.mlp_up = op_pair(graph, matmul_op(sb, up_cols, h, fwd, dt), matmul_op(sb, up_cols, h, bwd, dt));
+  ops.mlp_act = op_pair(graph, elementwise_op(sb * f, act_flops, act_tensors, fwd, dt),
+                        elementwise_op(sb * f, act_flops, act_tensors, bwd, dt));
+  ops.mlp_down = op_pair(graph, matmul_op(sb, h, f, fwd, dt), matmul_op(sb, h, f, bwd, dt));
+  ops.embedding = op_pair(graph, embedding_op(sb, h, v, fwd, dt), embedding_op(sb, h, v, bwd, dt));
+  ops.final_norm = op_pair(graph, norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt));
+  ops.lm_head = op_pair(graph, matmul_op(sb, v, h, fwd, dt), matmul_op(sb, v, h, bwd, dt));
+  ops.loss = op_pair(graph, loss_op(sb, v, fwd), loss_op(sb, v, bwd));
+  const int64_t shards = plan.zero_stage >= 1 ? plan.dp : 1;
+  for (const int64_t params : ctx.stage_params) {
+    ops.optimizer.push_back(graph.add_op(optimizer_op((params + shards - 1) / shards, dt)));
+  }
+  return ops;
+}
+
+std::vector<int32_t> as_ranks(const std::vector<int64_t>& ranks) {
+  return {ranks.begin(), ranks.end()};
+}
+
+RankGroups rank_groups(const LoweringContext& ctx, TaskGraph& graph, int64_t rank) {
+  const ParallelPlan& plan = ctx.plan;
+  const RankLayout& layout = ctx.layout;
+  const RankCoord c = layout.coord(rank);
+  RankGroups groups;
+  if (plan.tp > 1) groups.tp = graph.add_group(GroupKind::kTp, as_ranks(layout.tp_group(rank)));
+  if (plan.dp > 1) groups.dp = graph.add_group(GroupKind::kDp, as_ranks(layout.dp_group(rank)));
+  const bool edge_stage = c.pp == 0 || c.pp == plan.pp - 1;
+  if (plan.pp > 1 && ctx.model.tied_embeddings && edge_stage) {
+    groups.embedding = graph.add_group(
+        GroupKind::kEmbedding, {static_cast<int32_t>(layout.rank_of(c.dp, 0, c.tp)),
+                                static_cast<int32_t>(layout.rank_of(c.dp, plan.pp - 1, c.tp))});
+  }
+  if (plan.zero_stage == 0 && plan.tp * plan.pp > 1) {
+    groups.grad_norm =
+        graph.add_group(GroupKind::kModelParallel, as_ranks(layout.model_parallel_group(rank)));
+  } else if (plan.zero_stage > 0 && layout.world_size() > 1) {
+    std::vector<int32_t> world(static_cast<size_t>(layout.world_size()));
+    std::iota(world.begin(), world.end(), 0);
+    groups.grad_norm = graph.add_group(GroupKind::kWorld, std::move(world));
+  }
+  return groups;
+}
+
+// A pipeline message is identified by its receiver's virtual stage, micro-batch and direction.
+int32_t message_tag(const ParallelPlan& plan, WorkKind kind, int64_t micro_batch,
+                    int64_t receiver_virtual_stage) {
+  const int64_t direction = kind == WorkKind::kForward ? 0 : 1;
+  return static_cast<int32_t>((micro_batch * plan.pp * plan.vpp + receiver_virtual_stage) * 2 +
+                              direction);
+}
+
+class PassLowering {
+ public:
+  PassLowering(const LoweringContext& ctx, RankState& state, int64_t dp, int64_t tp)
+      : ctx_(ctx), state_(state), dp_(dp), tp_(tp) {}
+
+  void forward(const PipelineWork& work);
+  void backward(const PipelineWork& work);
+  // The latest backward that wrote a copy of the (tied) embedding's gradient: the embedding on
+  // the first stage, the LM head on the last.
+  TaskId embedding_grads() const { return embedding_grads_; }
+
+ private:
+  int32_t stage_rank(int64_t stage) const {
+    return static_cast<int32_t>(ctx_.layout.rank_of(dp_, stage, tp_));
+  }
+  int64_t virtual_stage(int64_t chunk) const { return chunk * ctx_.plan.pp + state_.stage; }
+  int64_t head_bytes() const;
+
+  const LoweringContext& ctx_;
+  RankState& state_;
+  int64_t dp_;
+  int64_t tp_;
+  TaskId embedding_grads_ = kNoTask;
+};
+
+void PassLowering::forward(const PipelineWork& work) {
+  RankProgram& p = state_.program;
+  const OpTable& op = ctx_.ops;
+  const ParallelPlan& plan = ctx_.plan;
+  const int64_t stage = state_.stage;
+  const int64_t vs = virtual_stage(work.chunk);
+  p.label(Phase::kForward, -1, static_cast<int32_t>(work.micro_batch),
+          static_cast<int16_t>(work.chunk));
+
+  TaskId input = kNoTask;
+  const bool receives = !ctx_.first_virtual_stage(stage, work.chunk);
+  if (receives) {
+    p.alloc(Stream::kPpRecv, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
+    input = p.recv(TaskRole::kPipeActivation, stage_rank((stage + plan.pp - 1) % plan.pp),
+                   message_tag(plan, WorkKind::kForward, work.micro_batch, vs), ctx_.pipe_bytes);
+  } else {
+    input = p.compute(TaskRole::kEmbedding, op.embedding.forward);
+    input = tp_collective(ctx_, state_, TaskRole::kEmbedding,
+                          plan.sequence_parallel ? CollectiveKind::kReduceScatter
+                                                 : CollectiveKind::kAllReduce,
+                          ctx_.tp_message_bytes, input);
+  }
+  const int64_t first = ctx_.first_layer(stage, work.chunk);
+  const int64_t count = ctx_.chunk_layers(stage);
+  p.set_layer(static_cast<int32_t>(first));
+  TaskId next_params = gather_layer_params(ctx_, state_);
+  for (int64_t layer = first; layer < first + count; ++layer) {
+    const TaskId params = next_params;
+    if (layer + 1 < first + count) {
+      p.set_layer(static_cast<int32_t>(layer + 1));
+      next_params = gather_layer_params(ctx_, state_);
+    }
+    input = lower_layer_forward(ctx_, state_, layer, input, params);
+    release_layer_params(ctx_, state_, input);
+  }
+  p.set_layer(-1);
+  if (receives) p.release(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
+
+  if (ctx_.last_virtual_stage(stage, work.chunk)) {
+    p.alloc(Stream::kCompute, BufferClass::kHeadActivations, ctx_.head_bytes);
+    const TaskId norm = p.compute(TaskRole::kFinalNorm, op.final_norm.forward);
+    const TaskId head_in = plan.sequence_parallel
+                               ? tp_collective(ctx_, state_, TaskRole::kLmHead,
+                                               CollectiveKind::kAllGather, ctx_.tp_message_bytes, norm)
+                               : norm;
+    p.compute(TaskRole::kLmHead, op.lm_head.forward, {head_in});
+    TaskId loss = p.compute(TaskRole::kLoss, op.loss.forward);
+    // Vocabulary-parallel cross-entropy: all-reduce the max logit, the target logit and the sum
+    // of exponentials over the vocabulary shards (fp32, one value per token each).
+    const int64_t per_token = 4 * plan.seq_len * plan.micro_batch;
+    for (int i = 0; i < 3; ++i) {
+      loss = tp_collective(ctx_, state_, TaskRole::kLoss, CollectiveKind::kAllReduce, per_token, loss);
+    }
+    return;
+  }
+  const TaskId buffer = p.alloc(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
+  p.send(TaskRole::kPipeActivation, stage_rank((stage + 1) % plan.pp),
+         message_tag(plan, WorkKind::kForward, work.micro_batch, vs + 1), ctx_.pipe_bytes,
+         {input, buffer});
+  p.release(Stream::kPpSend, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
+}
+
+int64_t PassLowering::head_bytes() const {
+  return ctx_.sizes.head * bytes_per_element(ctx_.plan.dtype);
+}
+
+void PassLowering::backward(const PipelineWork& work) {
+  RankProgram& p = state_.program;
+  const OpTable& op = ctx_.ops;
+  const ParallelPlan& plan = ctx_.plan;
+  const int64_t stage = state_.stage;
+  const int64_t vs = virtual_stage(work.chunk);
+  const int64_t e = bytes_per_element(plan.dtype);
+  p.label(Phase::kBackward, -1, static_cast<int32_t>(work.micro_batch),
+          static_cast<int16_t>(work.chunk));
+  auto& done = state_.backwards_done[static_cast<size_t>(work.chunk)];
+  const bool last_pass = ++done == plan.micro_batches();
+
+  TaskId grad = kNoTask;
+  const bool receives = !ctx_.last_virtual_stage(stage, work.chunk);
+  if (receives) {
+    p.alloc(Stream::kPpRecv, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
+    grad = p.recv(TaskRole::kPipeGradient, stage_rank((stage + 1) % plan.pp),
+                  message_tag(plan, WorkKind::kBackward, work.micro_batch, vs), ctx_.pipe_bytes);
+  } else {
+    p.compute(TaskRole::kLoss, op.loss.backward);
+    const TaskId head = p.compute(TaskRole::kLmHead, op.lm_head.backward);
+    embedding_grads_ = head;
+    sync_gradients(ctx_, state_, head_bytes(), last_pass, head);
+    const TaskId reduced = tp_collective(
+        ctx_, state_, TaskRole::kLmHead,
+        plan.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
+        ctx_.tp_message_bytes, head);
+    grad = p.compute(TaskRole::kFinalNorm, op.final_norm.backward, {reduced});
+    p.release(Stream::kCompute, BufferClass::kHeadActivations, ctx_.head_bytes);
+  }
+  const int64_t first = ctx_.first_layer(stage, work.chunk);
+  const int64_t last = first + ctx_.chunk_layers(stage) - 1;
+  p.set_layer(static_cast<int32_t>(last));
+  TaskId next_params = gather_layer_params(ctx_, state_);
+  for (int64_t layer = last; layer >= first; --layer) {
+    const TaskId params = next_params;
+    if (layer - 1 >= first) {
+      p.set_layer(static_cast<int32_t>(layer - 1));
+      next_params = gather_layer_params(ctx_, state_);
+    }
+    grad = lower_layer_backward(ctx_, state_, layer, grad, params);
+    release_layer_params(ctx_, state_, grad);
+    sync_gradients(ctx_, state_, ctx_.layer_grad_bytes, last_pass, grad);
+  }
+  p.set_layer(-1);
+  if (receives) p.release(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
+
+  if (ctx_.first_virtual_stage(stage, work.chunk)) {
+    const TaskId grad_in = plan.sequence_parallel
+                               ? tp_collective(ctx_, state_, TaskRole::kEmbedding,
+                                               CollectiveKind::kAllGather, ctx_.tp_message_bytes, grad)
+                               : grad;
+    const TaskId embedding = p.compute(TaskRole::kEmbedding, op.embedding.backward, {grad_in});
+    sync_gradients(ctx_, state_, ctx_.sizes.embedding * e, last_pass, embedding);
+    embedding_grads_ = embedding;
+    return;
+  }
+  const TaskId buffer = p.alloc(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
+  p.send(TaskRole::kPipeGradient, stage_rank((stage + plan.pp - 1) % plan.pp),
+         message_tag(plan, WorkKind::kBackward, work.micro_batch, vs - 1), ctx_.pipe_bytes,
+         {grad, buffer});
+  p.release(Stream::kPpSend, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
+}
+
+}  // namespace
+
+LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& plan,
+                                 int64_t gpus_per_node, TaskGraph& graph)
+    : model(model),
+      plan(plan),
+      layout(plan, gpus_per_node),
+      sizes(shard_sizes(model, plan)),
+      stage_layers(layers_per_stage(plan, model)),
+      stage_params(stage_parameters(model, plan)) {
+  const int64_t e = bytes_per_element(plan.dtype);
+  ops = build_op_table(*this, graph);
+  tp_message_bytes = e * plan.seq_len * plan.micro_batch * model.hidden;
+  const LayerActivations act = layer_activations(model, plan);
+  stored_bytes = stored_layer_activation_bytes(model, plan);
+  full_layer_bytes = act.total();
+  scores_bytes = act.attention_scores;
+  layer_input_bytes = strata::layer_input_bytes(model, plan);
+  head_bytes = head_activation_bytes(model, plan);
+  pipe_bytes = pipeline_message_bytes(model, plan);
+  layer_grad_bytes = sizes.layer * e;
+  layer_param_bytes = sizes.layer * e;
+}
+
+int64_t LoweringContext::first_layer(int64_t stage, int64_t chunk) const {
+  if (plan.vpp == 1) {
+    int64_t first = 0;
+    for (int64_t s = 0; s < stage; ++s) first += stage_layers[static_cast<size_t>(s)];
+    return first;
+  }
+  return (chunk * plan.pp + stage) * chunk_layers(stage);
+}
+
+TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,
+                              int64_t gpus_per_node, GraphMode mode) {
+  TaskGraph graph(mode, plan.dp, plan.tp, plan.pp);
+  const LoweringContext ctx(model, plan, gpus_per_node, graph);
+  std::vector<StageSchedule> schedules;
+  for (int64_t stage = 0; stage < plan.pp; ++stage) schedules.push_back(build_schedule(plan, stage));
+
+  std::vector<int64_t> ranks;
+  if (mode == GraphMode::kFull) {
+    for (int64_t rank = 0; rank < ctx.layout.world_size(); ++rank) ranks.push_back(rank);
+  } else {
+    for (int64_t stage = 0; stage < plan.pp; ++stage) ranks.push_back(ctx.layout.rank_of(0, stage, 0));
+  }
+  for (const int64_t rank : ranks) {
+    const RankCoord c = ctx.layout.coord(rank);
+    graph.add_rank({static_cast<int32_t>(rank), static_cast<int32_t>(c.pp)});
+    RankProgram program(graph, static_cast<int32_t>(rank));
+    RankState state(program, c.pp, rank_groups(ctx, graph, rank));
+    state.backwards_done.assign(static_cast<size_t>(plan.vpp), 0);
+    PassLowering passes(ctx, state, c.dp, c.tp);
+    for (const PipelineWork& work : schedules[static_cast<size_t>(c.pp)]) {
+      if (work.kind == WorkKind::kForward) {
+        passes.forward(work);
+      } else {
+        passes.backward(work);
+      }
+    }
+    lower_optimizer_step(ctx, state, passes.embedding_grads());
+  }
+  return graph;
+}
+
+}  // namespace strata

@@ -1,0 +1,103 @@
+#pragma once
+// What the lowering files share (internal to plan/): the op table interned once per graph, the
+// sizes of buffers and messages, and the per-rank state the step's tasks depend on.
+
+#include <cstdint>
+#include <vector>
+
+#include "models/model_spec.hpp"
+#include "plan/parallel_plan.hpp"
+#include "plan/rank_layout.hpp"
+#include "plan/rank_program.hpp"
+#include "plan/shard_sizes.hpp"
+
+namespace strata {
+
+struct OpPair {
+  int32_t forward = -1;
+  int32_t backward = -1;
+};
+
+struct OpTable {
+  OpPair norm, qkv, attention, attn_out, residual, mlp_up, mlp_act, mlp_down;  // a layer
+  OpPair embedding, final_norm, lm_head, loss;                                 // first, last stage
+  std::vector<int32_t> optimizer;                                              // per stage
+};
+
+struct LoweringContext {
+  LoweringContext(const ModelSpec& model, const ParallelPlan& plan, int64_t gpus_per_node,
+                  TaskGraph& graph);
+
+  const ModelSpec& model;
+  const ParallelPlan& plan;
+  RankLayout layout;
+  ShardSizes sizes;
+  std::vector<int64_t> stage_layers;
+  std::vector<int64_t> stage_params;
+  OpTable ops;
+  int64_t tp_message_bytes = 0;     // a (s b h) activation crossing a TP collective
+  int64_t stored_bytes = 0;         // what a layer keeps for its backward (recompute mode)
+  int64_t full_layer_bytes = 0;     // everything a layer stores without recompute
+  int64_t scores_bytes = 0;         // the attention scores selective recompute rebuilds
+  int64_t layer_input_bytes = 0;    // the full-recompute checkpoint
+  int64_t head_bytes = 0;
+  int64_t pipe_bytes = 0;           // one pipeline message
+  int64_t layer_grad_bytes = 0;     // a layer's gradients on one TP rank
+  int64_t layer_param_bytes = 0;    // a layer's parameters on one TP rank (working precision)
+
+  // First global layer and layer count of model chunk `chunk` on `stage`.
+  int64_t first_layer(int64_t stage, int64_t chunk) const;
+  int64_t chunk_layers(int64_t stage) const { return stage_layers[static_cast<size_t>(stage)] / plan.vpp; }
+  bool first_virtual_stage(int64_t stage, int64_t chunk) const { return stage == 0 && chunk == 0; }
+  bool last_virtual_stage(int64_t stage, int64_t chunk) const {
+    return stage == plan.pp - 1 && chunk == plan.vpp - 1;
+  }
+};
+
+// Groups of the rank being lowered (-1 where the group would have one member).
+struct RankGroups {
+  int32_t tp = -1;
+  int32_t dp = -1;
+  int32_t embedding = -1;
+  int32_t grad_norm = -1;
+};
+
+// Per-rank state while its program is emitted.
+struct RankState {
+  RankState(RankProgram& program, int64_t stage, RankGroups groups)
+      : program(program), stage(stage), groups(groups) {}
+
+  RankProgram& program;
+  int64_t stage;
+  RankGroups groups;
+  std::vector<TaskId> grad_syncs;      // DP gradient collectives the optimizer waits for
+  TaskId last_gathered_free = kNoTask; // ZeRO-3: release of the most recently freed layer
+  std::vector<int64_t> backwards_done; // per chunk: backward passes emitted so far
+};
+
+// Layer lowering (layer_lowering.cpp), with the layer's memory tasks and recompute. Each returns
+// the task that produces the layer's output (forward) or its input gradient (backward).
+// `params` is the ZeRO-3 gather of the layer's parameters (kNoTask without ZeRO-3).
+TaskId lower_layer_forward(const LoweringContext& ctx, RankState& state, int64_t layer,
+                           TaskId input, TaskId params);
+TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_t layer,
+                            TaskId grad, TaskId params);
+
+// A TP collective after `dep` on the tp-comm stream; returns `dep` when tp == 1.
+TaskId tp_collective(const LoweringContext& ctx, RankState& state, TaskRole role,
+                     CollectiveKind kind, int64_t bytes, TaskId dep);
+
+// Data-parallel and step lowering (step_lowering.cpp).
+// ZeRO-3: allocate and all-gather the current layer's parameters, gated on the release of the
+// layer before the previous one so that at most two layers are gathered at once. kNoTask
+// without ZeRO-3.
+TaskId gather_layer_params(const LoweringContext& ctx, RankState& state);
+void release_layer_params(const LoweringContext& ctx, RankState& state, TaskId after);
+// Gradient reduction of a parameter block whose backward ended with `after`, if due this
+// micro-batch.
+void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t bytes, bool last_pass,
+                    TaskId after);
+// Embedding all-reduce, gradient norm, optimizer step and the ZeRO 1/2 parameter all-gather.
+void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId embedding_grads);
+
+}  // namespace strata

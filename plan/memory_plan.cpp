@@ -1,0 +1,83 @@
+#include "plan/memory_plan.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace strata {
+
+namespace {
+
+int64_t sharded(int64_t bytes, int64_t shards) { return (bytes + shards - 1) / shards; }
+
+struct LiveMemory {
+  int64_t activations = 0;
+  int64_t buffers = 0;
+  int64_t peak = -1;
+  MemoryBreakdown at_peak;
+};
+
+}  // namespace
+
+ModelStateBytes model_state_bytes(int64_t parameters, int64_t dp, int64_t zero_stage, DType dtype) {
+  const bool mixed = dtype != DType::kFp32;
+  const int64_t param_bytes = mixed ? 2 : 4;
+  const int64_t grad_bytes = mixed ? 2 : 4;
+  const int64_t optimizer_bytes = mixed ? 12 : 8;
+  ModelStateBytes states;
+  states.params = parameters * param_bytes;
+  states.grads = parameters * grad_bytes;
+  states.optimizer = parameters * optimizer_bytes;
+  if (zero_stage >= 1) states.optimizer = sharded(states.optimizer, dp);
+  if (zero_stage >= 2) states.grads = sharded(states.grads, dp);
+  if (zero_stage >= 3) states.params = sharded(states.params, dp);
+  return states;
+}
+
+MemoryPlan plan_memory(const TaskGraph& graph, const std::vector<int64_t>& stage_layers,
+                       const std::vector<int64_t>& stage_parameters, int64_t dp,
+                       int64_t zero_stage, DType dtype, int64_t device_bytes) {
+  // Replay each rank's memory tasks in program (id) order.
+  std::map<int32_t, LiveMemory> live;
+  for (const Task& t : graph.tasks()) {
+    if (t.kind != TaskKind::kMemory) continue;
+    LiveMemory& m = live[t.rank];
+    const int64_t delta = t.memory == MemoryAction::kAlloc ? t.bytes : -t.bytes;
+    (counts_as_activations(t.buffer) ? m.activations : m.buffers) += delta;
+    if (m.activations + m.buffers > m.peak) {
+      m.peak = m.activations + m.buffers;
+      m.at_peak.activations = m.activations;
+      m.at_peak.buffers = m.buffers;
+    }
+  }
+  MemoryPlan plan;
+  plan.device_bytes = device_bytes;
+  for (size_t s = 0; s < stage_layers.size(); ++s) {
+    StageMemory stage;
+    stage.stage = static_cast<int64_t>(s);
+    stage.layers = stage_layers[s];
+    stage.parameters = stage_parameters[s];
+    const ModelStateBytes states = model_state_bytes(stage.parameters, dp, zero_stage, dtype);
+    stage.at_peak.params = states.params;
+    stage.at_peak.grads = states.grads;
+    stage.at_peak.optimizer = states.optimizer;
+    plan.stages.push_back(stage);
+  }
+  for (const GraphRank& rank : graph.ranks()) {
+    StageMemory& stage = plan.stages[static_cast<size_t>(rank.stage)];
+    const LiveMemory& m = live[rank.rank];
+    if (m.at_peak.activations + m.at_peak.buffers >
+        stage.at_peak.activations + stage.at_peak.buffers) {
+      stage.at_peak.activations = m.at_peak.activations;
+      stage.at_peak.buffers = m.at_peak.buffers;
+    }
+  }
+  for (StageMemory& stage : plan.stages) {
+    stage.peak_bytes = stage.at_peak.total();
+    plan.peak_bytes = std::max(plan.peak_bytes, stage.peak_bytes);
+  }
+  plan.fits = plan.peak_bytes <= device_bytes;
+  plan.shortfall_bytes = plan.fits ? 0 : plan.peak_bytes - device_bytes;
+  return plan;
+}
+
+}  // namespace strata

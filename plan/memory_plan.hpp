@@ -1,0 +1,62 @@
+#pragma once
+// The memory plan: per pipeline stage, the bytes one GPU holds at its peak.
+//  - Model states by ZeRO stage and dtype (Rajbhandari et al. 2020, Sec. 3.1 and 5): with mixed
+//    precision, 2 bytes of 16-bit parameters, 2 of 16-bit gradients and K = 12 of optimizer
+//    states (fp32 master weights, Adam momentum and variance) per parameter; with fp32 training
+//    4 + 4 + 8. ZeRO 1 shards the optimizer states over dp, ZeRO 2 the gradients too, ZeRO 3 the
+//    parameters too: e.g. Pos+g = 2 + 14/Nd bytes per parameter.
+//  - Activations and buffers from the task graph's memory tasks, replayed in each rank's program
+//    order: the micro-batches in flight under the schedule, recompute, TP and SP all show there.
+//    The peak is the largest sum of live activations and buffers; the breakdown is at that peak.
+
+#include <cstdint>
+#include <vector>
+
+#include "models/ops.hpp"
+#include "plan/task_graph.hpp"
+
+namespace strata {
+
+struct ModelStateBytes {
+  int64_t params = 0;
+  int64_t grads = 0;
+  int64_t optimizer = 0;
+
+  int64_t total() const { return params + grads + optimizer; }
+};
+
+// Bytes of model states one GPU holds for `parameters` (its share before ZeRO sharding).
+ModelStateBytes model_state_bytes(int64_t parameters, int64_t dp, int64_t zero_stage, DType dtype);
+
+struct MemoryBreakdown {
+  int64_t params = 0;
+  int64_t grads = 0;
+  int64_t optimizer = 0;
+  int64_t activations = 0;
+  int64_t buffers = 0;
+
+  int64_t total() const { return params + grads + optimizer + activations + buffers; }
+};
+
+struct StageMemory {
+  int64_t stage = 0;
+  int64_t layers = 0;
+  int64_t parameters = 0;      // held by one GPU of the stage before ZeRO sharding
+  MemoryBreakdown at_peak;     // the breakdown at the moment of the peak
+  int64_t peak_bytes = 0;      // at_peak.total()
+};
+
+struct MemoryPlan {
+  std::vector<StageMemory> stages;
+  int64_t peak_bytes = 0;      // the largest stage peak
+  int64_t device_bytes = 0;    // the device's memory
+  bool fits = false;
+  int64_t shortfall_bytes = 0; // how much the largest stage misses by (0 when it fits)
+};
+
+// `stage_layers` and `stage_parameters` per stage (from layers_per_stage, stage_parameters).
+MemoryPlan plan_memory(const TaskGraph& graph, const std::vector<int64_t>& stage_layers,
+                       const std::vector<int64_t>& stage_parameters, int64_t dp,
+                       int64_t zero_stage, DType dtype, int64_t device_bytes);
+
+}  // namespace strata

@@ -1,0 +1,168 @@
+#include "plan/parallel_plan.hpp"
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+
+namespace strata {
+
+namespace {
+
+// Divisors of n, for fix suggestions ("use one of 1, 2, 4, 8").
+std::string divisors_of(int64_t n) {
+  std::vector<int64_t> found;
+  for (int64_t d = 1; d <= n; ++d) {
+    if (n % d == 0) found.push_back(d);
+  }
+  return fmt::format("{}", fmt::join(found, ", "));
+}
+
+}  // namespace
+
+std::vector<int64_t> layers_per_stage(const ParallelPlan& plan, const ModelSpec& model) {
+  std::vector<int64_t> layers(static_cast<size_t>(plan.pp), 0);
+  if (plan.first_stage_layers == 0 && plan.last_stage_layers == 0) {
+    for (auto& count : layers) count = model.layers / plan.pp;
+    return layers;
+  }
+  // Uneven: the given first/last counts; the middle stages split the rest evenly.
+  const int64_t middle_stages = plan.pp - 2;
+  const int64_t middle_layers = model.layers - plan.first_stage_layers - plan.last_stage_layers;
+  layers.front() = plan.first_stage_layers;
+  layers.back() = plan.last_stage_layers;
+  for (int64_t s = 1; s + 1 < plan.pp; ++s) layers[static_cast<size_t>(s)] = middle_layers / middle_stages;
+  return layers;
+}
+
+void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
+                   std::optional<int64_t> gpus_asked, const std::string& where) {
+  const auto fail = [&](const char* field, const std::string& problem, const std::string& fix) {
+    throw InputError(where, field, problem, fix);
+  };
+  const auto positive = [&](int64_t value, const char* field) {
+    if (value < 1) fail(field, fmt::format("must be at least 1, found {}", value), "use a value >= 1");
+  };
+  positive(plan.dp, "dp (--dp)");
+  positive(plan.tp, "tp (--tp)");
+  positive(plan.pp, "pp (--pp)");
+  positive(plan.vpp, "vpp (--vpp)");
+  positive(plan.micro_batch, "micro_batch (--micro-batch)");
+  positive(plan.global_batch, "global_batch (--global-batch)");
+  positive(plan.seq_len, "seq_len (--seq-len)");
+  if (plan.zero_stage < 0 || plan.zero_stage > 3) {
+    fail("zero_stage (--zero)", fmt::format("must be 0, 1, 2 or 3, found {}", plan.zero_stage),
+         "use 0 (none), 1 (optimizer states), 2 (+ gradients) or 3 (+ parameters)");
+  }
+  if (model.heads % plan.tp != 0) {
+    fail("tp (--tp)", fmt::format("tp {} does not divide the {} attention heads of {}", plan.tp,
+                                  model.heads, model.name),
+         fmt::format("use a tp that divides {}: {}", model.heads, divisors_of(model.heads)));
+  }
+  if (model.kv_heads % plan.tp != 0) {
+    fail("tp (--tp)", fmt::format("tp {} does not divide the {} key/value heads of {}", plan.tp,
+                                  model.kv_heads, model.name),
+         fmt::format("use a tp that divides {}: {}", model.kv_heads, divisors_of(model.kv_heads)));
+  }
+  if (model.ffn_hidden % plan.tp != 0) {
+    fail("tp (--tp)", fmt::format("tp {} does not divide the MLP width {} of {}", plan.tp,
+                                  model.ffn_hidden, model.name),
+         "use a tp that divides the MLP width");
+  }
+  if (plan.seq_len > model.max_seq && model.position == PositionKind::kLearned) {
+    fail("seq_len (--seq-len)",
+         fmt::format("{} is longer than the {} learned positions of {}", plan.seq_len,
+                     model.max_seq, model.name),
+         fmt::format("use --seq-len {} or less", model.max_seq));
+  }
+  if (plan.sequence_parallel && plan.tp == 1) {
+    fail("sequence_parallel (--sequence-parallel)", "sequence parallelism needs tp > 1",
+         "drop --sequence-parallel or raise --tp");
+  }
+  if (plan.sequence_parallel && plan.seq_len % plan.tp != 0) {
+    fail("seq_len (--seq-len)",
+         fmt::format("sequence parallelism splits the sequence over tp {}, which does not divide {}",
+                     plan.tp, plan.seq_len),
+         "use a sequence length divisible by tp");
+  }
+  if (gpus_asked && plan.gpus() != *gpus_asked) {
+    fail("dp (--dp)",
+         fmt::format("dp {} x tp {} x pp {} = {} GPUs, but {} GPUs were asked for", plan.dp,
+                     plan.tp, plan.pp, plan.gpus(), *gpus_asked),
+         fmt::format("choose dp, tp, pp whose product is {} (or omit --dp to derive it)",
+                     *gpus_asked));
+  }
+  if (plan.global_batch % (plan.dp * plan.micro_batch) != 0) {
+    fail("global_batch (--global-batch)",
+         fmt::format("{} sequences do not split into dp {} x micro_batch {} = {}",
+                     plan.global_batch, plan.dp, plan.micro_batch, plan.dp * plan.micro_batch),
+         fmt::format("use a global batch that is a multiple of {}", plan.dp * plan.micro_batch));
+  }
+  // Schedule and interleaving.
+  if (plan.schedule == ScheduleKind::kInterleaved) {
+    if (plan.vpp < 2) {
+      fail("vpp (--vpp)", "the interleaved schedule needs vpp > 1 model chunks per stage",
+           "set --vpp 2 or more, or use --schedule 1f1b");
+    }
+    if (plan.pp < 2) {
+      fail("pp (--pp)", "the interleaved schedule needs a pipeline (pp > 1)",
+           "raise --pp or use --schedule 1f1b");
+    }
+    if (plan.micro_batches() % plan.pp != 0) {
+      fail("global_batch (--global-batch)",
+           fmt::format("the interleaved schedule needs the micro-batches per step ({}) to be a "
+                       "multiple of pp {} (Megatron-LM's requirement)",
+                       plan.micro_batches(), plan.pp),
+           fmt::format("use a global batch of a multiple of {} sequences",
+                       plan.pp * plan.dp * plan.micro_batch));
+    }
+  } else if (plan.vpp != 1) {
+    fail("vpp (--vpp)", fmt::format("vpp {} needs the interleaved schedule", plan.vpp),
+         "add --schedule interleaved or drop --vpp");
+  }
+  // Layers over stages and chunks.
+  const bool uneven = plan.first_stage_layers > 0 || plan.last_stage_layers > 0;
+  if (uneven) {
+    if (plan.pp < 3 || plan.vpp != 1) {
+      fail("first_stage_layers (--first-stage-layers)",
+           "an uneven pipeline split needs pp >= 3 and no interleaving",
+           "drop --first-stage-layers/--last-stage-layers or raise --pp");
+    }
+    const int64_t rest = model.layers - plan.first_stage_layers - plan.last_stage_layers;
+    if (plan.first_stage_layers < 1 || plan.last_stage_layers < 1 || rest < plan.pp - 2 ||
+        rest % (plan.pp - 2) != 0) {
+      fail("first_stage_layers (--first-stage-layers)",
+           fmt::format("{} layers minus first {} and last {} leave {} for {} middle stages, "
+                       "which is not an even split",
+                       model.layers, plan.first_stage_layers, plan.last_stage_layers, rest,
+                       plan.pp - 2),
+           "give first and last stage layer counts (both >= 1) that leave a multiple of pp - 2");
+    }
+  } else if (model.layers % (plan.pp * plan.vpp) != 0) {
+    fail(plan.vpp > 1 ? "vpp (--vpp)" : "pp (--pp)",
+         fmt::format("pp {} x vpp {} = {} does not divide the {} layers of {}", plan.pp, plan.vpp,
+                     plan.pp * plan.vpp, model.layers, model.name),
+         fmt::format("use pp x vpp among the divisors of {}: {}; or split unevenly with "
+                     "--first-stage-layers and --last-stage-layers",
+                     model.layers, divisors_of(model.layers)));
+  }
+}
+
+const char* to_string(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::kGpipe: return "gpipe";
+    case ScheduleKind::k1F1B: return "1f1b";
+    case ScheduleKind::kInterleaved: return "interleaved";
+  }
+  return "?";
+}
+
+const char* to_string(RecomputeKind kind) {
+  switch (kind) {
+    case RecomputeKind::kNone: return "none";
+    case RecomputeKind::kSelective: return "selective";
+    case RecomputeKind::kFull: return "full";
+  }
+  return "?";
+}
+
+}  // namespace strata

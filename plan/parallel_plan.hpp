@@ -1,0 +1,56 @@
+#pragma once
+// ParallelPlan: how one training step of a model is split over GPUs. The field names are the
+// field's words (Megatron-LM, DeepSpeed): dp x tp x pp ranks, vpp model chunks per pipeline stage
+// (interleaved 1F1B), ZeRO stage, micro-batch and global batch in sequences, recompute, sequence
+// parallel, pipeline schedule, training dtype.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/model_spec.hpp"
+#include "models/ops.hpp"
+
+namespace strata {
+
+enum class ScheduleKind : uint8_t { kGpipe, k1F1B, kInterleaved };
+enum class RecomputeKind : uint8_t { kNone, kSelective, kFull };
+
+struct ParallelPlan {
+  int64_t dp = 1;
+  int64_t tp = 1;
+  int64_t pp = 1;
+  int64_t vpp = 1;            // model chunks per pipeline stage; > 1 only with interleaved
+  int64_t zero_stage = 0;     // 0: plain DP; 1: optimizer states; 2: + gradients; 3: + parameters
+  int64_t micro_batch = 1;    // sequences per micro-batch per DP replica
+  int64_t global_batch = 1;   // sequences per step over all DP replicas
+  int64_t seq_len = 2048;
+  RecomputeKind recompute = RecomputeKind::kNone;
+  bool sequence_parallel = false;
+  ScheduleKind schedule = ScheduleKind::k1F1B;
+  DType dtype = DType::kBf16;
+  // Uneven pipeline split (Megatron's --decoder-first/last-pipeline-num-layers; Llama 3 405B runs
+  // 126 layers on 16 stages with one layer fewer on the first and the last). 0: even split.
+  int64_t first_stage_layers = 0;
+  int64_t last_stage_layers = 0;
+
+  int64_t gpus() const { return dp * tp * pp; }
+  // Micro-batches each pipeline runs per step (gradient-accumulation steps).
+  int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
+  int64_t tokens_per_step() const { return global_batch * seq_len; }
+};
+
+// Checks the plan against the model and the GPUs asked for (nullopt: whatever the plan implies).
+// Throws InputError naming `where` (a scenario file, or "command line") and the field with the
+// flag that sets it, e.g. "tp (--tp)", and the fix.
+void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
+                   std::optional<int64_t> gpus_asked, const std::string& where);
+
+// Transformer layers held by each pipeline stage, in stage order; sums to model.layers.
+std::vector<int64_t> layers_per_stage(const ParallelPlan& plan, const ModelSpec& model);
+
+const char* to_string(ScheduleKind kind);
+const char* to_string(RecomputeKind kind);
+
+}  // namespace strata

@@ -1,0 +1,109 @@
+#include "plan/plan_json.hpp"
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+
+namespace strata {
+
+namespace {
+
+template <typename Enum, size_t N>
+Enum parse_name(const std::string& name, const std::pair<const char*, Enum> (&names)[N],
+                const std::string& where, const std::string& field) {
+  std::vector<std::string> known;
+  for (const auto& [text, value] : names) {
+    if (name == text) return value;
+    known.push_back(text);
+  }
+  throw InputError(where, field, fmt::format("'{}' is not one of: {}", name, fmt::join(known, ", ")),
+                   fmt::format("use one of: {}", fmt::join(known, ", ")));
+}
+
+constexpr std::pair<const char*, ScheduleKind> kSchedules[] = {
+    {"gpipe", ScheduleKind::kGpipe},
+    {"1f1b", ScheduleKind::k1F1B},
+    {"interleaved", ScheduleKind::kInterleaved}};
+constexpr std::pair<const char*, RecomputeKind> kRecomputes[] = {
+    {"none", RecomputeKind::kNone},
+    {"selective", RecomputeKind::kSelective},
+    {"full", RecomputeKind::kFull}};
+constexpr std::pair<const char*, DType> kDtypes[] = {
+    {"bf16", DType::kBf16}, {"fp16", DType::kFp16}, {"fp32", DType::kFp32}};
+
+constexpr const char* kPlanKeys[] = {
+    "dp",       "tp",       "pp",       "vpp",      "zero_stage",        "micro_batch",
+    "global_batch", "seq_len", "recompute", "sequence_parallel", "schedule", "dtype",
+    "first_stage_layers", "last_stage_layers"};
+
+}  // namespace
+
+ScheduleKind parse_schedule(const std::string& name, const std::string& where,
+                            const std::string& field) {
+  return parse_name(name, kSchedules, where, field);
+}
+
+RecomputeKind parse_recompute(const std::string& name, const std::string& where,
+                              const std::string& field) {
+  return parse_name(name, kRecomputes, where, field);
+}
+
+DType parse_dtype(const std::string& name, const std::string& where, const std::string& field) {
+  return parse_name(name, kDtypes, where, field);
+}
+
+ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan) {
+  for (const auto& [key, value] : fields.json().items()) {
+    if (std::find(std::begin(kPlanKeys), std::end(kPlanKeys), key) == std::end(kPlanKeys)) {
+      fields.fail(key, "unknown plan field",
+                  fmt::format("use one of: {}", fmt::join(kPlanKeys, ", ")));
+    }
+  }
+  const auto set_count = [&](const char* key, int64_t& out) {
+    if (fields.has(key)) out = fields.positive_int(key);
+  };
+  set_count("dp", plan.dp);
+  set_count("tp", plan.tp);
+  set_count("pp", plan.pp);
+  set_count("vpp", plan.vpp);
+  if (fields.has("zero_stage")) plan.zero_stage = fields.non_negative_int("zero_stage");
+  set_count("micro_batch", plan.micro_batch);
+  set_count("global_batch", plan.global_batch);
+  set_count("seq_len", plan.seq_len);
+  set_count("first_stage_layers", plan.first_stage_layers);
+  set_count("last_stage_layers", plan.last_stage_layers);
+  if (fields.has("recompute")) {
+    plan.recompute = parse_recompute(fields.string("recompute"), fields.where(),
+                                     fields.field_name("recompute"));
+  }
+  plan.sequence_parallel = fields.boolean("sequence_parallel", plan.sequence_parallel);
+  if (fields.has("schedule")) {
+    plan.schedule = parse_schedule(fields.string("schedule"), fields.where(),
+                                   fields.field_name("schedule"));
+  }
+  if (fields.has("dtype")) {
+    plan.dtype = parse_dtype(fields.string("dtype"), fields.where(), fields.field_name("dtype"));
+  }
+  return plan;
+}
+
+nlohmann::json plan_to_json(const ParallelPlan& plan) {
+  nlohmann::json out;
+  out["dp"] = plan.dp;
+  out["tp"] = plan.tp;
+  out["pp"] = plan.pp;
+  out["vpp"] = plan.vpp;
+  out["zero_stage"] = plan.zero_stage;
+  out["micro_batch"] = plan.micro_batch;
+  out["global_batch"] = plan.global_batch;
+  out["seq_len"] = plan.seq_len;
+  out["recompute"] = to_string(plan.recompute);
+  out["sequence_parallel"] = plan.sequence_parallel;
+  out["schedule"] = to_string(plan.schedule);
+  out["dtype"] = to_string(plan.dtype);
+  if (plan.first_stage_layers > 0) out["first_stage_layers"] = plan.first_stage_layers;
+  if (plan.last_stage_layers > 0) out["last_stage_layers"] = plan.last_stage_layers;
+  return out;
+}
+
+}  // namespace strata

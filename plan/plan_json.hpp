@@ -1,0 +1,29 @@
+#pragma once
+// ParallelPlan as JSON (the "plan" object of scenario files and of outputs), and the names of its
+// enum values as the command line and JSON spell them. Stable keys:
+//   {"dp", "tp", "pp", "vpp", "zero_stage", "micro_batch", "global_batch", "seq_len",
+//    "recompute": "none|selective|full", "sequence_parallel": bool,
+//    "schedule": "gpipe|1f1b|interleaved", "dtype": "bf16|fp16|fp32",
+//    "first_stage_layers", "last_stage_layers"}
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/json_input.hpp"
+#include "plan/parallel_plan.hpp"
+
+namespace strata {
+
+// Fields present in `fields` override `plan`; unknown keys are refused.
+ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan);
+nlohmann::json plan_to_json(const ParallelPlan& plan);
+
+// Throw InputError naming `where` and `field` for an unknown name, listing the known ones.
+ScheduleKind parse_schedule(const std::string& name, const std::string& where,
+                            const std::string& field);
+RecomputeKind parse_recompute(const std::string& name, const std::string& where,
+                              const std::string& field);
+DType parse_dtype(const std::string& name, const std::string& where, const std::string& field);
+
+}  // namespace strata

@@ -1,0 +1,94 @@
+#include "plan/rank_program.hpp"
+
+#include "common/error.hpp"
+
+namespace strata {
+
+Task RankProgram::labeled(TaskKind kind, Stream stream, TaskRole role) const {
+  Task task;
+  task.rank = rank_;
+  task.stream = stream;
+  task.kind = kind;
+  task.phase = phase_;
+  task.role = role;
+  task.chunk = chunk_;
+  task.layer = layer_;
+  task.micro_batch = micro_batch_;
+  return task;
+}
+
+TaskId RankProgram::append(const Task& task, std::span<const TaskId> deps) {
+  scratch_.clear();
+  for (const TaskId dep : deps) {
+    if (dep == kNoTask) continue;
+    const Task& before = graph_.task(dep);
+    STRATA_ASSERT(before.rank == rank_, "dependencies across ranks go through p2p or collectives");
+    if (before.stream == task.stream) continue;  // implied by stream order
+    scratch_.push_back(dep);
+  }
+  return graph_.add(task, scratch_);
+}
+
+TaskId RankProgram::compute(TaskRole role, int32_t op, std::initializer_list<TaskId> deps) {
+  return compute(role, op, std::span<const TaskId>(deps.begin(), deps.size()));
+}
+
+TaskId RankProgram::compute(TaskRole role, int32_t op, std::span<const TaskId> deps) {
+  Task task = labeled(TaskKind::kCompute, Stream::kCompute, role);
+  task.op = op;
+  return append(task, deps);
+}
+
+TaskId RankProgram::collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group,
+                               int64_t bytes, std::initializer_list<TaskId> deps) {
+  return collective(role, stream, kind, group, bytes, std::span<const TaskId>(deps.begin(), deps.size()));
+}
+
+TaskId RankProgram::collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group,
+                               int64_t bytes, std::span<const TaskId> deps) {
+  Task task = labeled(TaskKind::kCollective, stream, role);
+  task.collective = kind;
+  task.group = group;
+  task.bytes = bytes;
+  return append(task, deps);
+}
+
+TaskId RankProgram::send(TaskRole role, int32_t peer, int32_t tag, int64_t bytes,
+                         std::initializer_list<TaskId> deps) {
+  Task task = labeled(TaskKind::kP2p, Stream::kPpSend, role);
+  task.p2p = P2pKind::kSend;
+  task.peer = peer;
+  task.tag = tag;
+  task.bytes = bytes;
+  return append(task, deps);
+}
+
+TaskId RankProgram::recv(TaskRole role, int32_t peer, int32_t tag, int64_t bytes,
+                         std::initializer_list<TaskId> deps) {
+  Task task = labeled(TaskKind::kP2p, Stream::kPpRecv, role);
+  task.p2p = P2pKind::kRecv;
+  task.peer = peer;
+  task.tag = tag;
+  task.bytes = bytes;
+  return append(task, deps);
+}
+
+TaskId RankProgram::alloc(Stream stream, BufferClass buffer, int64_t bytes,
+                          std::initializer_list<TaskId> deps) {
+  Task task = labeled(TaskKind::kMemory, stream, TaskRole::kLayerBuffer);
+  task.memory = MemoryAction::kAlloc;
+  task.buffer = buffer;
+  task.bytes = bytes;
+  return append(task, deps);
+}
+
+TaskId RankProgram::release(Stream stream, BufferClass buffer, int64_t bytes,
+                            std::initializer_list<TaskId> deps) {
+  Task task = labeled(TaskKind::kMemory, stream, TaskRole::kLayerBuffer);
+  task.memory = MemoryAction::kFree;
+  task.buffer = buffer;
+  task.bytes = bytes;
+  return append(task, deps);
+}
+
+}  // namespace strata

@@ -1,0 +1,61 @@
+#pragma once
+// RankProgram appends one rank's tasks to a TaskGraph: it carries the current labels (phase,
+// layer, micro-batch, chunk) and drops dependencies that stream order already implies, so the
+// lowering code reads as the sequence of ops it emits.
+
+#include <initializer_list>
+
+#include "plan/task_graph.hpp"
+
+namespace strata {
+
+inline constexpr TaskId kNoTask = -1;
+
+class RankProgram {
+ public:
+  RankProgram(TaskGraph& graph, int32_t rank) : graph_(graph), rank_(rank) {}
+
+  int32_t rank() const { return rank_; }
+  TaskGraph& graph() { return graph_; }
+
+  // Labels for the tasks that follow.
+  void label(Phase phase, int32_t layer, int32_t micro_batch, int16_t chunk) {
+    phase_ = phase;
+    layer_ = layer;
+    micro_batch_ = micro_batch;
+    chunk_ = chunk;
+  }
+  void set_layer(int32_t layer) { layer_ = layer; }
+  void set_phase(Phase phase) { phase_ = phase; }
+  Phase phase() const { return phase_; }
+
+  // `deps` may hold kNoTask entries, which are ignored.
+  TaskId compute(TaskRole role, int32_t op, std::initializer_list<TaskId> deps = {});
+  TaskId compute(TaskRole role, int32_t op, std::span<const TaskId> deps);
+  TaskId collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group,
+                    int64_t bytes, std::initializer_list<TaskId> deps = {});
+  TaskId collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group,
+                    int64_t bytes, std::span<const TaskId> deps);
+  TaskId send(TaskRole role, int32_t peer, int32_t tag, int64_t bytes,
+              std::initializer_list<TaskId> deps = {});
+  TaskId recv(TaskRole role, int32_t peer, int32_t tag, int64_t bytes,
+              std::initializer_list<TaskId> deps = {});
+  TaskId alloc(Stream stream, BufferClass buffer, int64_t bytes,
+               std::initializer_list<TaskId> deps = {});
+  TaskId release(Stream stream, BufferClass buffer, int64_t bytes,
+                 std::initializer_list<TaskId> deps = {});
+
+ private:
+  Task labeled(TaskKind kind, Stream stream, TaskRole role) const;
+  TaskId append(const Task& task, std::span<const TaskId> deps);
+
+  TaskGraph& graph_;
+  int32_t rank_;
+  Phase phase_ = Phase::kForward;
+  int32_t layer_ = -1;
+  int32_t micro_batch_ = -1;
+  int16_t chunk_ = 0;
+  std::vector<TaskId> scratch_;
+};
+
+}  // namespace strata

@@ -1,0 +1,28 @@
+#pragma once
+// How many parameters each rank holds under tensor parallelism (Megatron-LM's sharding):
+// column-parallel QKV and MLP-up (weights and biases split), row-parallel attention output and
+// MLP-down (weights split, biases replicated), norms replicated, vocabulary-parallel embedding and
+// LM head (rows split, rounded up as Megatron pads the vocabulary), learned positions replicated.
+
+#include <cstdint>
+#include <vector>
+
+#include "models/model_spec.hpp"
+#include "plan/parallel_plan.hpp"
+
+namespace strata {
+
+struct ShardSizes {
+  int64_t layer = 0;       // one transformer layer, per TP rank
+  int64_t embedding = 0;   // token embedding shard (+ positions) on the first stage
+  int64_t head = 0;        // final norm + LM head shard on the last stage (a tied embedding's
+                           // copy there when pp > 1, as Megatron keeps one)
+  int64_t vocab_shard = 0; // vocabulary rows per TP rank
+};
+
+ShardSizes shard_sizes(const ModelSpec& model, const ParallelPlan& plan);
+
+// Parameters held by one rank of each pipeline stage (before ZeRO sharding).
+std::vector<int64_t> stage_parameters(const ModelSpec& model, const ParallelPlan& plan);
+
+}  // namespace strata

@@ -1,0 +1,84 @@
+// Data-parallel communication and the optimizer step: ZeRO stages 0-3 (Rajbhandari et al. 2020)
+// as Megatron-LM's distributed optimizer and DeepSpeed run them.
+
+#include "plan/lowering_context.hpp"
+
+namespace strata {
+
+namespace {
+
+bool gathers_parameters(const LoweringContext& ctx) {
+  return ctx.plan.zero_stage == 3 && ctx.plan.dp > 1;
+}
+
+}  // namespace
+
+TaskId gather_layer_params(const LoweringContext& ctx, RankState& state) {
+  if (!gathers_parameters(ctx)) return kNoTask;
+  RankProgram& p = state.program;
+  const TaskId buffer = p.alloc(Stream::kDpComm, BufferClass::kGatheredParams,
+                                ctx.layer_param_bytes, {state.last_gathered_free});
+  return p.collective(TaskRole::kParamGather, Stream::kDpComm, CollectiveKind::kAllGather,
+                      state.groups.dp, ctx.layer_param_bytes, {buffer});
+}
+
+void release_layer_params(const LoweringContext& ctx, RankState& state, TaskId after) {
+  if (!gathers_parameters(ctx)) return;
+  state.last_gathered_free = state.program.release(
+      Stream::kCompute, BufferClass::kGatheredParams, ctx.layer_param_bytes, {after});
+}
+
+// ZeRO 0 all-reduces and ZeRO 1 reduce-scatters each block once, after its last micro-batch;
+// ZeRO 2 and 3 keep only a gradient shard, so they reduce-scatter after every micro-batch.
+void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t bytes, bool last_pass,
+                    TaskId after) {
+  if (ctx.plan.dp == 1 || bytes == 0) return;
+  const int64_t zero = ctx.plan.zero_stage;
+  if (zero < 2 && !last_pass) return;
+  const CollectiveKind kind = zero == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
+  state.grad_syncs.push_back(state.program.collective(
+      TaskRole::kGradSync, Stream::kDpComm, kind, state.groups.dp, bytes, {after}));
+}
+
+void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId embedding_grads) {
+  RankProgram& p = state.program;
+  const int64_t e = bytes_per_element(ctx.plan.dtype);
+  p.label(Phase::kOptimizer, -1, -1, 0);
+  // The first and last stage each hold a copy of a tied embedding; their gradients are summed
+  // (Megatron-LM's embedding group).
+  if (state.groups.embedding >= 0) {
+    state.grad_syncs.push_back(p.collective(TaskRole::kEmbeddingGradSync, Stream::kDpComm,
+                                            CollectiveKind::kAllReduce, state.groups.embedding,
+                                            ctx.sizes.vocab_shard * ctx.model.hidden * e,
+                                            {embedding_grads}));
+  }
+  // Gradient clipping needs the global norm: a scalar all-reduce over the ranks holding distinct
+  // gradient shards.
+  TaskId ready = kNoTask;
+  if (state.groups.grad_norm >= 0) {
+    ready = p.collective(TaskRole::kGradNorm, Stream::kDpComm, CollectiveKind::kAllReduce,
+                         state.groups.grad_norm, 4, state.grad_syncs);
+  }
+  const int32_t optimizer_op = ctx.ops.optimizer[static_cast<size_t>(state.stage)];
+  const TaskId step = ready != kNoTask ? p.compute(TaskRole::kOptimizer, optimizer_op, {ready})
+                                       : p.compute(TaskRole::kOptimizer, optimizer_op, state.grad_syncs);
+  // ZeRO 1 and 2: each rank updated its shard; gather the updated parameters, one block per
+  // layer and one for the embedding or head.
+  if ((ctx.plan.zero_stage == 1 || ctx.plan.zero_stage == 2) && ctx.plan.dp > 1) {
+    for (int64_t chunk = 0; chunk < ctx.plan.vpp; ++chunk) {
+      const int64_t first = ctx.first_layer(state.stage, chunk);
+      for (int64_t layer = first; layer < first + ctx.chunk_layers(state.stage); ++layer) {
+        p.set_layer(static_cast<int32_t>(layer));
+        p.collective(TaskRole::kParamGather, Stream::kDpComm, CollectiveKind::kAllGather,
+                     state.groups.dp, ctx.layer_param_bytes, {step});
+      }
+    }
+    p.set_layer(-1);
+    const int64_t edge_params = (state.stage == 0 ? ctx.sizes.embedding : 0) +
+                                (state.stage == ctx.plan.pp - 1 ? ctx.sizes.head : 0);
+    p.collective(TaskRole::kParamGather, Stream::kDpComm, CollectiveKind::kAllGather,
+                 state.groups.dp, edge_params * e, {step});
+  }
+}
+
+}  // namespace strata

@@ -1,0 +1,183 @@
+#include "plan/task_graph.hpp"
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+
+namespace strata {
+
+bool counts_as_activations(BufferClass buffer) {
+  switch (buffer) {
+    case BufferClass::kActivations:
+    case BufferClass::kLayerInput:
+    case BufferClass::kAttentionScores:
+    case BufferClass::kHeadActivations: return true;
+    case BufferClass::kPipelineBuffer:
+    case BufferClass::kGatheredParams: return false;
+  }
+  return false;
+}
+
+TaskGraph::TaskGraph(GraphMode mode, int64_t dp, int64_t tp, int64_t pp)
+    : mode_(mode), dp_(dp), tp_(tp), pp_(pp) {}
+
+TaskId TaskGraph::add(Task task, std::span<const TaskId> deps) {
+  const auto id = static_cast<TaskId>(tasks_.size());
+  task.first_dep = static_cast<uint32_t>(deps_.size());
+  task.dep_count = static_cast<uint32_t>(deps.size());
+  for (const TaskId dep : deps) {
+    STRATA_ASSERT(dep >= 0 && dep < id, "a dependency must be added before its dependent");
+    deps_.push_back(dep);
+  }
+  tasks_.push_back(task);
+  return id;
+}
+
+int32_t TaskGraph::add_op(const OpShape& op) {
+  ops_.push_back(op);
+  return static_cast<int32_t>(ops_.size() - 1);
+}
+
+int32_t TaskGraph::add_group(GroupKind kind, std::vector<int32_t> ranks) {
+  auto key = std::make_pair(kind, ranks);
+  if (const auto found = group_index_.find(key); found != group_index_.end()) return found->second;
+  const auto index = static_cast<int32_t>(groups_.size());
+  groups_.push_back({kind, std::move(ranks)});
+  group_index_.emplace(std::move(key), index);
+  return index;
+}
+
+std::span<const TaskId> TaskGraph::deps(TaskId id) const {
+  const Task& t = task(id);
+  return {deps_.data() + t.first_dep, t.dep_count};
+}
+
+int64_t TaskGraph::footprint_bytes() const {
+  int64_t bytes = static_cast<int64_t>(tasks_.capacity() * sizeof(Task) +
+                                       deps_.capacity() * sizeof(TaskId) +
+                                       ops_.capacity() * sizeof(OpShape));
+  for (const auto& group : groups_) {
+    bytes += static_cast<int64_t>(sizeof(CommGroup) + 2 * group.ranks.capacity() * sizeof(int32_t));
+  }
+  return bytes;
+}
+
+const char* to_string(Stream stream) {
+  switch (stream) {
+    case Stream::kCompute: return "compute";
+    case Stream::kTpComm: return "tp-comm";
+    case Stream::kDpComm: return "dp-comm";
+    case Stream::kPpSend: return "pp-send";
+    case Stream::kPpRecv: return "pp-recv";
+  }
+  return "?";
+}
+
+const char* to_string(Phase phase) {
+  switch (phase) {
+    case Phase::kForward: return "fwd";
+    case Phase::kBackward: return "bwd";
+    case Phase::kRecompute: return "recompute";
+    case Phase::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+const char* to_string(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kCompute: return "compute";
+    case TaskKind::kCollective: return "collective";
+    case TaskKind::kP2p: return "p2p";
+    case TaskKind::kMemory: return "memory";
+  }
+  return "?";
+}
+
+const char* to_string(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "all-reduce";
+    case CollectiveKind::kReduceScatter: return "reduce-scatter";
+    case CollectiveKind::kAllGather: return "all-gather";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kAllToAll: return "all-to-all";
+  }
+  return "?";
+}
+
+const char* to_string(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::kTp: return "tp";
+    case GroupKind::kDp: return "dp";
+    case GroupKind::kEmbedding: return "embedding";
+    case GroupKind::kModelParallel: return "model-parallel";
+    case GroupKind::kWorld: return "world";
+  }
+  return "?";
+}
+
+const char* to_string(BufferClass buffer) {
+  switch (buffer) {
+    case BufferClass::kActivations: return "activations";
+    case BufferClass::kLayerInput: return "layer_input";
+    case BufferClass::kAttentionScores: return "attention_scores";
+    case BufferClass::kHeadActivations: return "head_activations";
+    case BufferClass::kPipelineBuffer: return "pipeline_buffer";
+    case BufferClass::kGatheredParams: return "gathered_params";
+  }
+  return "?";
+}
+
+const char* to_string(TaskRole role) {
+  switch (role) {
+    case TaskRole::kNorm1: return "norm1";
+    case TaskRole::kQkv: return "qkv";
+    case TaskRole::kAttention: return "attention";
+    case TaskRole::kAttnOut: return "attn_out";
+    case TaskRole::kAttnResidual: return "attn_residual";
+    case TaskRole::kNorm2: return "norm2";
+    case TaskRole::kMlpUp: return "mlp_up";
+    case TaskRole::kMlpAct: return "mlp_act";
+    case TaskRole::kMlpDown: return "mlp_down";
+    case TaskRole::kMlpResidual: return "mlp_residual";
+    case TaskRole::kEmbedding: return "embedding";
+    case TaskRole::kFinalNorm: return "final_norm";
+    case TaskRole::kLmHead: return "lm_head";
+    case TaskRole::kLoss: return "loss";
+    case TaskRole::kPipeActivation: return "activation";
+    case TaskRole::kPipeGradient: return "gradient";
+    case TaskRole::kGradSync: return "grad_sync";
+    case TaskRole::kParamGather: return "param_gather";
+    case TaskRole::kEmbeddingGradSync: return "embedding_grad_sync";
+    case TaskRole::kGradNorm: return "grad_norm";
+    case TaskRole::kOptimizer: return "optimizer";
+    case TaskRole::kLayerBuffer: return "buffer";
+  }
+  return "?";
+}
+
+const char* to_string(GraphMode mode) { return mode == GraphMode::kFolded ? "folded" : "full"; }
+
+std::string task_name(const TaskGraph& graph, const Task& task) {
+  std::string name = to_string(task.phase);
+  if (task.layer >= 0) name += fmt::format(" L{}", task.layer);
+  if (task.micro_batch >= 0) name += fmt::format(" mb{}", task.micro_batch);
+  name += fmt::format(" {}", to_string(task.role));
+  switch (task.kind) {
+    case TaskKind::kCompute: break;
+    case TaskKind::kCollective:
+      name += fmt::format(" {} {}", to_string(graph.group(task.group).kind),
+                          to_string(task.collective));
+      break;
+    case TaskKind::kP2p:
+      name += fmt::format(" {} r{}", task.p2p == P2pKind::kSend ? "send to" : "recv from",
+                          task.peer);
+      break;
+    case TaskKind::kMemory:
+      name += fmt::format(" {} {}", task.memory == MemoryAction::kAlloc ? "alloc" : "free",
+                          to_string(task.buffer));
+      break;
+  }
+  return name;
+}
+
+}  // namespace strata

@@ -1,0 +1,164 @@
+#pragma once
+// The task graph: the contract between the plan compiler, the simulator and the executor
+// (DESIGN.md, "The task graph").
+//
+// A task runs on one rank and one stream. Tasks on one (rank, stream) run in the order of their
+// ids; `deps` are extra dependencies across streams (always on tasks with smaller ids, so id order
+// is a topological order of each rank's program). Cross-rank synchronization is implicit: a send
+// meets the recv with the same (sender, receiver, tag), and the tasks of one collective instance
+// (the i-th collective on a group, on each member) run together.
+//
+// A task is one of:
+//  - compute: an OpShape (op kind, per-rank dims, dtype, FLOPs, bytes) from ops();
+//  - collective: all-reduce / reduce-scatter / all-gather / ... over groups()[group]; `bytes` is
+//    the size of the full (unsharded) buffer on each rank, as nccl-tests counts "size";
+//  - p2p: a send to or recv from `peer`, `bytes` long, matched by `tag`;
+//  - memory: allocation or release of `bytes` of a buffer class, so memory over time is known.
+// Labels (phase, role, layer, micro-batch, chunk) name the task in traces and let the executor
+// name the buffers it reads and writes: (role, layer, micro_batch, chunk) identifies a tensor.
+//
+// Folded graphs hold one representative rank per pipeline stage (dp 0, tp 0); their collectives
+// still name the full group, so the network model can price all symmetric groups together.
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "models/ops.hpp"
+
+namespace strata {
+
+using TaskId = int32_t;
+
+enum class Stream : uint8_t { kCompute, kTpComm, kDpComm, kPpSend, kPpRecv };
+inline constexpr int kStreamCount = 5;
+
+enum class Phase : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
+enum class TaskKind : uint8_t { kCompute, kCollective, kP2p, kMemory };
+enum class CollectiveKind : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kAllToAll };
+enum class GroupKind : uint8_t {
+  kTp,             // tensor-parallel peers (one node)
+  kDp,             // data-parallel replicas of one shard
+  kEmbedding,      // first and last stage holding a tied embedding
+  kModelParallel,  // tp x pp ranks of one replica (gradient norm with ZeRO 0)
+  kWorld,          // every rank (gradient norm with ZeRO >= 1)
+};
+enum class P2pKind : uint8_t { kSend, kRecv };
+enum class MemoryAction : uint8_t { kAlloc, kFree };
+
+// Buffer classes of memory tasks, and which part of the memory breakdown they belong to.
+enum class BufferClass : uint8_t {
+  kActivations,      // activations a layer stores for its backward (per micro-batch)
+  kLayerInput,       // full recompute: the layer input checkpoint
+  kAttentionScores,  // selective recompute: the recomputed softmax/dropout (5as^2b/t)
+  kHeadActivations,  // final norm, LM head input and fp32 logits on the last stage
+  kPipelineBuffer,   // a pipeline send or receive buffer
+  kGatheredParams,   // ZeRO-3 parameters of a layer gathered for its forward or backward
+};
+bool counts_as_activations(BufferClass buffer);
+
+// Which op of the model a task belongs to.
+enum class TaskRole : uint8_t {
+  kNorm1, kQkv, kAttention, kAttnOut, kAttnResidual, kNorm2, kMlpUp, kMlpAct, kMlpDown,
+  kMlpResidual,                            // transformer layer
+  kEmbedding, kFinalNorm, kLmHead, kLoss,  // first and last stage
+  kPipeActivation, kPipeGradient,          // pipeline p2p
+  kGradSync, kParamGather, kEmbeddingGradSync, kGradNorm, kOptimizer,  // data parallel and step
+  kLayerBuffer,                            // memory tasks of a layer's buffers
+};
+
+const char* to_string(Stream stream);
+const char* to_string(Phase phase);
+const char* to_string(TaskKind kind);
+const char* to_string(CollectiveKind kind);
+const char* to_string(GroupKind kind);
+const char* to_string(BufferClass buffer);
+const char* to_string(TaskRole role);
+
+struct Task {
+  int32_t rank = 0;
+  Stream stream = Stream::kCompute;
+  TaskKind kind = TaskKind::kCompute;
+  Phase phase = Phase::kForward;
+  TaskRole role = TaskRole::kNorm1;
+  int16_t chunk = 0;
+  int32_t layer = -1;        // global transformer layer, -1 when not a layer's task
+  int32_t micro_batch = -1;  // -1 for once-per-step tasks
+  uint32_t first_dep = 0;    // into TaskGraph::deps()
+  uint32_t dep_count = 0;
+  int32_t op = -1;           // compute: index into ops()
+  int32_t group = -1;        // collective: index into groups()
+  int32_t peer = -1;         // p2p: the other rank
+  int32_t tag = 0;           // p2p: matches a send with its recv
+  CollectiveKind collective = CollectiveKind::kAllReduce;
+  P2pKind p2p = P2pKind::kSend;
+  MemoryAction memory = MemoryAction::kAlloc;
+  BufferClass buffer = BufferClass::kActivations;
+  int64_t bytes = 0;         // collective, p2p and memory size
+};
+
+struct CommGroup {
+  GroupKind kind = GroupKind::kTp;
+  std::vector<int32_t> ranks;  // global ranks, ascending
+};
+
+enum class GraphMode : uint8_t { kFolded, kFull };
+const char* to_string(GraphMode mode);
+
+// A rank present in the graph and its pipeline stage.
+struct GraphRank {
+  int32_t rank = 0;
+  int32_t stage = 0;
+};
+
+class TaskGraph {
+ public:
+  TaskGraph(GraphMode mode, int64_t dp, int64_t tp, int64_t pp);
+
+  // Appends a task; every dependency must already be in the graph.
+  TaskId add(Task task, std::span<const TaskId> deps = {});
+  int32_t add_op(const OpShape& op);
+  // Returns the index of the group with these members, adding it once.
+  int32_t add_group(GroupKind kind, std::vector<int32_t> ranks);
+  void add_rank(GraphRank rank) { ranks_.push_back(rank); }
+
+  int64_t size() const { return static_cast<int64_t>(tasks_.size()); }
+  const Task& task(TaskId id) const { return tasks_[static_cast<size_t>(id)]; }
+  const std::vector<Task>& tasks() const { return tasks_; }
+  std::span<const TaskId> deps(TaskId id) const;
+  const OpShape& op(int32_t index) const { return ops_[static_cast<size_t>(index)]; }
+  const std::vector<OpShape>& ops() const { return ops_; }
+  const CommGroup& group(int32_t index) const { return groups_[static_cast<size_t>(index)]; }
+  const std::vector<CommGroup>& groups() const { return groups_; }
+  const std::vector<GraphRank>& ranks() const { return ranks_; }
+
+  GraphMode mode() const { return mode_; }
+  int64_t dp() const { return dp_; }
+  int64_t tp() const { return tp_; }
+  int64_t pp() const { return pp_; }
+  // How many real ranks each rank of this graph stands for: dp x tp when folded, 1 when full.
+  int64_t replicas_per_rank() const { return mode_ == GraphMode::kFolded ? dp_ * tp_ : 1; }
+
+  // Bytes the graph holds in memory, for benchmarks.
+  int64_t footprint_bytes() const;
+
+ private:
+  GraphMode mode_;
+  int64_t dp_;
+  int64_t tp_;
+  int64_t pp_;
+  std::vector<Task> tasks_;
+  std::vector<TaskId> deps_;
+  std::vector<OpShape> ops_;
+  std::vector<CommGroup> groups_;
+  std::map<std::pair<GroupKind, std::vector<int32_t>>, int32_t> group_index_;
+  std::vector<GraphRank> ranks_;
+};
+
+// A readable name for traces and DOT: "fwd L3 mb0 qkv", "bwd L3 mb0 attn_out tp all-reduce".
+std::string task_name(const TaskGraph& graph, const Task& task);
+
+}  // namespace strata
