@@ -1,5 +1,6 @@
 #include "common/json_input.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -181,6 +182,21 @@ std::string JsonFields::choice(std::string_view key,
   }
   fail(key, fmt::format("'{}' is not one of: {}", value, fmt::join(choices, ", ")),
        fmt::format("use one of: {}", fmt::join(choices, ", ")));
+}
+
+void JsonFields::refuse_unknown(std::span<const std::string_view> known) const {
+  constexpr std::string_view kDocumentationKeys[] = {"source", "note", "$comment"};
+  const auto contains = [](std::span<const std::string_view> names, std::string_view name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  for (const auto& item : object_.items()) {
+    const std::string& key = item.key();
+    if (contains(known, key) || contains(kDocumentationKeys, key)) continue;
+    fail(key, "unknown field",
+         fmt::format("remove it or correct its spelling; the fields here are: {} (and \"source\", "
+                     "\"note\", \"$comment\" for documentation)",
+                     fmt::join(known, ", ")));
+  }
 }
 
 }  // namespace strata

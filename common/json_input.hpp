@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -44,6 +45,10 @@ class JsonFields {
                                                  bool allow_zero = false) const;
   // One of `choices`; the error lists them.
   std::string choice(std::string_view key, std::initializer_list<std::string_view> choices) const;
+
+  // Refuses any key not in `known` (typo protection), naming it and listing the known ones.
+  // "source", "note" and "$comment" document a file and are always allowed.
+  void refuse_unknown(std::span<const std::string_view> known) const;
 
   // Throws InputError for `key` with the given problem and fix.
   [[noreturn]] void fail(std::string_view key, const std::string& problem,

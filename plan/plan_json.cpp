@@ -31,7 +31,7 @@ constexpr std::pair<const char*, RecomputeKind> kRecomputes[] = {
 constexpr std::pair<const char*, DType> kDtypes[] = {
     {"bf16", DType::kBf16}, {"fp16", DType::kFp16}, {"fp32", DType::kFp32}};
 
-constexpr const char* kPlanKeys[] = {
+constexpr std::string_view kPlanKeys[] = {
     "dp",       "tp",       "pp",       "vpp",      "zero_stage",        "micro_batch",
     "global_batch", "seq_len", "recompute", "sequence_parallel", "schedule", "dtype",
     "first_stage_layers", "last_stage_layers"};
@@ -53,12 +53,7 @@ DType parse_dtype(const std::string& name, const std::string& where, const std::
 }
 
 ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan) {
-  for (const auto& [key, value] : fields.json().items()) {
-    if (std::find(std::begin(kPlanKeys), std::end(kPlanKeys), key) == std::end(kPlanKeys)) {
-      fields.fail(key, "unknown plan field",
-                  fmt::format("use one of: {}", fmt::join(kPlanKeys, ", ")));
-    }
-  }
+  fields.refuse_unknown(kPlanKeys);
   const auto set_count = [&](const char* key, int64_t& out) {
     if (fields.has(key)) out = fields.positive_int(key);
   };

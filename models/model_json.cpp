@@ -1,0 +1,28 @@
+#include "models/model_json.hpp"
+
+namespace strata {
+
+// Every field of the native format (models/README.md), defaults written out, so the output reads
+// back through parse_native_model to the same ModelSpec. Parameter counts are derived, never
+// stored, so they are not written here.
+nlohmann::json model_to_json(const ModelSpec& model) {
+  return nlohmann::json{
+      {"name", model.name},
+      {"layers", model.layers},
+      {"hidden", model.hidden},
+      {"heads", model.heads},
+      {"kv_heads", model.kv_heads},
+      {"ffn_hidden", model.ffn_hidden},
+      {"vocab", model.vocab},
+      {"max_seq", model.max_seq},
+      {"norm", to_string(model.norm)},
+      {"mlp", to_string(model.mlp)},
+      {"position", to_string(model.position)},
+      {"tied_embeddings", model.tied_embeddings},
+      {"qkv_bias", model.qkv_bias},
+      {"linear_bias", model.linear_bias},
+      {"dropout", model.dropout},
+  };
+}
+
+}  // namespace strata

@@ -1,0 +1,69 @@
+#include "topologies/topology_json.hpp"
+
+#include "common/units.hpp"
+
+namespace strata {
+
+namespace {
+
+double flops_to_tflops(double flops) { return flops / kFlopsPerTflop; }
+double ns_to_us(int64_t ns) { return static_cast<double>(ns) / 1e3; }
+
+}  // namespace
+
+// The device format of topologies/README.md, every field written (0 where the device has no
+// TF32, no FP8, no measured matmul rate or no known TDP), so that load_device reads it back.
+nlohmann::json device_to_json(const DeviceSpec& device) {
+  return nlohmann::json{
+      {"name", device.name},
+      {"peak_tflops",
+       {
+           {"bf16", flops_to_tflops(device.peak_bf16_flops)},
+           {"fp16", flops_to_tflops(device.peak_fp16_flops)},
+           {"fp32", flops_to_tflops(device.peak_fp32_flops)},
+           {"tf32", flops_to_tflops(device.peak_tf32_flops)},
+           {"fp8", flops_to_tflops(device.peak_fp8_flops)},
+       }},
+      {"measured_matmul_bf16_tflops", flops_to_tflops(device.measured_matmul_bf16_flops)},
+      {"hbm_gb", static_cast<double>(device.hbm_bytes) / kBytesPerGB},
+      {"hbm_bw_gbps", device.hbm_bw_gbps},
+      {"launch_overhead_us", ns_to_us(device.launch_overhead_ns)},
+      {"price_usd_per_hour", device.price_usd_per_hour},
+      {"tdp_watts", device.tdp_watts},
+  };
+}
+
+// The cluster format of topologies/README.md with the device written inline, so the output
+// stands alone and load_cluster reads it back.
+nlohmann::json cluster_to_json(const ClusterSpec& cluster) {
+  return nlohmann::json{
+      {"name", cluster.name},
+      {"device", device_to_json(cluster.device)},
+      {"gpus_per_node", cluster.gpus_per_node},
+      {"max_nodes", cluster.max_nodes},
+      {"intra_node",
+       {
+           {"fabric", to_string(cluster.intra_node)},
+           {"bw_gbps", cluster.nvlink.bw_gbps},
+           {"latency_us", ns_to_us(cluster.nvlink.latency_ns)},
+       }},
+      {"pcie",
+       {
+           {"bw_gbps", cluster.pcie.bw_gbps},
+           {"latency_us", ns_to_us(cluster.pcie.latency_ns)},
+       }},
+      {"inter_node",
+       {
+           {"nics_per_node", cluster.nics_per_node},
+           {"nic_bw_gbps", cluster.nic.bw_gbps},
+           {"nic_latency_us", ns_to_us(cluster.nic.latency_ns)},
+           {"topology", to_string(cluster.inter_node)},
+           {"oversubscription", cluster.oversubscription},
+           {"nodes_per_leaf", cluster.nodes_per_leaf},
+           {"switch_latency_us", ns_to_us(cluster.switch_latency_ns)},
+       }},
+      {"price_usd_per_gpu_hour", cluster.price_usd_per_gpu_hour},
+  };
+}
+
+}  // namespace strata
