@@ -41,6 +41,10 @@ struct OpShape {
   std::array<int64_t, 4> dims{};
   int64_t flops = 0;  // floating-point operations
   int64_t bytes = 0;  // bytes read from and written to device memory
+  // The same op runs on every tensor-parallel rank on the same data (norms and residual adds
+  // without sequence parallelism, the vocabulary-parallel embedding's lookup): the step's model
+  // FLOPs count it once per TP group, though each rank spends the time.
+  bool tp_replicated = false;
 
   bool operator==(const OpShape&) const = default;
 };

@@ -8,9 +8,11 @@ namespace strata {
 StepFlops step_flops(const TaskGraph& graph) {
   StepFlops flops;
   const auto replicas = static_cast<double>(graph.replicas_per_rank());
+  const auto tp = static_cast<double>(graph.tp());
   for (const Task& t : graph.tasks()) {
     if (t.kind != TaskKind::kCompute || t.phase == Phase::kOptimizer) continue;
-    const double f = static_cast<double>(graph.op(t.op).flops) * replicas;
+    const OpShape& op = graph.op(t.op);
+    const double f = static_cast<double>(op.flops) * replicas / (op.tp_replicated ? tp : 1);
     if (t.phase != Phase::kRecompute) flops.model += f;
     flops.hardware += f;
   }

@@ -18,8 +18,9 @@ struct StepFlops {
   double hardware = 0;  // model + recompute (HFU's numerator)
 };
 
-// FLOPs of one step over all GPUs, summed from the graph's compute tasks (the optimizer's
-// elementwise work is not counted, as in Megatron-LM's accounting).
+// FLOPs of one step, summed from the graph's compute tasks over all GPUs; work that every TP rank
+// repeats on the same data counts once, and the optimizer's elementwise update is not counted,
+// as in Megatron-LM's accounting. So the totals do not depend on the plan.
 StepFlops step_flops(const TaskGraph& graph);
 
 struct CompiledPlan {

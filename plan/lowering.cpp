@@ -14,7 +14,9 @@ namespace strata {
 
 namespace {
 
-OpPair op_pair(TaskGraph& graph, OpShape forward, OpShape backward) {
+OpPair op_pair(TaskGraph& graph, OpShape forward, OpShape backward, bool tp_replicated = false) {
+  forward.tp_replicated = tp_replicated;
+  backward.tp_replicated = tp_replicated;
   return {graph.add_op(forward), graph.add_op(backward)};
 }
 
@@ -30,6 +32,7 @@ OpTable build_op_table(const LoweringContext& ctx, TaskGraph& graph) {
   const int64_t sb = s * b;
   const int64_t h = m.hidden;
   const int64_t rows = plan.sequence_parallel ? sb / t : sb;  // rows of norms and residual adds
+  const bool replicated = !plan.sequence_parallel && t > 1;   // norms and residual adds
   const int64_t f = m.ffn_hidden / t;
   const bool swiglu = m.mlp == MlpKind::kSwiGlu;
   const int64_t v = ctx.sizes.vocab_shard;
@@ -41,7 +44,7 @@ OpTable build_op_table(const LoweringContext& ctx, TaskGraph& graph) {
   const int64_t residual_tensors = m.dropout ? 4 : 3;
 
   OpTable ops;
-  ops.norm = op_pair(graph, norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt));
+  ops.norm = op_pair(graph, norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt), replicated);
   const int64_t qkv_cols = (h + 2 * m.kv_hidden()) / t;
   ops.qkv = op_pair(graph, matmul_op(sb, qkv_cols, h, fwd, dt), matmul_op(sb, qkv_cols, h, bwd, dt));
   ops.attention =
@@ -49,14 +52,16 @@ OpTable build_op_table(const LoweringContext& ctx, TaskGraph& graph) {
               attention_op(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, bwd, dt));
   ops.attn_out = op_pair(graph, matmul_op(sb, h, h / t, fwd, dt), matmul_op(sb, h, h / t, bwd, dt));
   ops.residual = op_pair(graph, elementwise_op(rows * h, 2, residual_tensors, fwd, dt),
-                         elementwise_op(rows * h, 2, residual_tensors, bwd, dt));
+                         elementwise_op(rows * h, 2, residual_tensors, bwd, dt), replicated);
   const int64_t up_cols = (swiglu ? 2 : 1) * f;
   ops.mlp_up = op_pair(graph, matmul_op(sb, up_cols, h, fwd, dt), matmul_op(sb, up_cols, h, bwd, dt));
   ops.mlp_act = op_pair(graph, elementwise_op(sb * f, act_flops, act_tensors, fwd, dt),
                         elementwise_op(sb * f, act_flops, act_tensors, bwd, dt));
   ops.mlp_down = op_pair(graph, matmul_op(sb, h, f, fwd, dt), matmul_op(sb, h, f, bwd, dt));
-  ops.embedding = op_pair(graph, embedding_op(sb, h, v, fwd, dt), embedding_op(sb, h, v, bwd, dt));
-  ops.final_norm = op_pair(graph, norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt));
+  ops.embedding =
+      op_pair(graph, embedding_op(sb, h, v, fwd, dt), embedding_op(sb, h, v, bwd, dt), t > 1);
+  ops.final_norm =
+      op_pair(graph, norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt), replicated);
   ops.lm_head = op_pair(graph, matmul_op(sb, v, h, fwd, dt), matmul_op(sb, v, h, bwd, dt));
   ops.loss = op_pair(graph, loss_op(sb, v, fwd), loss_op(sb, v, bwd));
   const int64_t shards = plan.zero_stage >= 1 ? plan.dp : 1;

@@ -1,0 +1,132 @@
+// Activation memory derived from the task graph's memory tasks against Korthikanti et al. 2022
+// (../shared/reference/activation_memory_formulas.csv), for the GPT-3 175B configuration of
+// korthikanti2022.csv (a 96, h 12288, s 2048, b 1, t 8, L 96, p 8).
+
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "plan/activation_memory.hpp"
+#include "tests/plan/plan_fixtures.hpp"
+#include "tests/reference_csv.hpp"
+
+namespace strata {
+namespace {
+
+constexpr double s = 2048, b = 1, h = 12288, a = 96;
+
+// The formula rows, keyed by configuration; the test also checks the CSV still holds the
+// expression transcribed below, so an edit of the reference file cannot go unnoticed.
+std::map<std::string, std::string> formula_expressions() {
+  std::map<std::string, std::string> expressions;
+  for (const auto& row : test::read_reference_csv("activation_memory_formulas.csv")) {
+    expressions[row.at("configuration")] = row.at("expression");
+  }
+  return expressions;
+}
+
+ModelSpec gpt3_175b() {
+  ModelSpec model = load_model("gpt3-175b");
+  model.vocab = 51200;  // korthikanti2022.csv vocab_size
+  return model;
+}
+
+// Net bytes the graph keeps allocated after layer 0's forward of micro-batch 0 on stage 0:
+// what that layer stores for its backward.
+int64_t stored_by_layer_zero(const TaskGraph& graph) {
+  int64_t bytes = 0;
+  for (const Task& t : graph.tasks()) {
+    if (t.kind != TaskKind::kMemory || t.rank != 0 || t.layer != 0 || t.micro_batch != 0 ||
+        t.phase != Phase::kForward || !counts_as_activations(t.buffer)) {
+      continue;
+    }
+    bytes += t.memory == MemoryAction::kAlloc ? t.bytes : -t.bytes;
+  }
+  return bytes;
+}
+
+struct Case {
+  const char* configuration;
+  const char* expression;
+  int64_t tp;
+  bool sequence_parallel;
+  RecomputeKind recompute;
+  double t;
+  double expected;
+};
+
+TEST_CASE("per-layer activation memory from the graph equals Korthikanti's formulas",
+          "[memory][reference]") {
+  const auto expressions = formula_expressions();
+  const double t = 8;
+  const Case cases[] = {
+      {"no parallelism", "s*b*h*(34 + 5*a*s/h)", 1, false, RecomputeKind::kNone, 1,
+       s * b * h * (34 + 5 * a * s / h)},
+      {"tensor parallel (baseline)", "s*b*h*(10 + 24/t + 5*a*s/(h*t))", 8, false,
+       RecomputeKind::kNone, t, s * b * h * (10 + 24 / t + 5 * a * s / (h * t))},
+      {"tensor + sequence parallel", "s*b*h*(34/t + 5*a*s/(h*t))", 8, true, RecomputeKind::kNone,
+       t, s * b * h * (34 / t + 5 * a * s / (h * t))},
+      {"tensor parallel + selective recompute", "s*b*h*(10 + 24/t)", 8, false,
+       RecomputeKind::kSelective, t, s * b * h * (10 + 24 / t)},
+      {"tensor + sequence parallel + selective recompute", "s*b*h*34/t", 8, true,
+       RecomputeKind::kSelective, t, s * b * h * 34 / t},
+      {"full activation recompute", "2*s*b*h", 1, false, RecomputeKind::kFull, 1, 2 * s * b * h},
+  };
+  const ModelSpec model = gpt3_175b();
+  for (const Case& c : cases) {
+    INFO(c.configuration);
+    REQUIRE(expressions.at(c.configuration) == c.expression);
+    ParallelPlan plan = test::make_plan(1, c.tp, 1, 1, 1, 2048);
+    plan.sequence_parallel = c.sequence_parallel;
+    plan.recompute = c.recompute;
+    const CompiledPlan compiled = test::compile_checked(model, plan);
+    REQUIRE(compiled.validation.ok());
+    CHECK(static_cast<double>(stored_by_layer_zero(compiled.graph)) ==
+          Approx(c.expected).epsilon(0.02));
+  }
+}
+
+// Eq. 5: under 1F1B the first stage holds p micro-batches of L/p layers, so its activations are
+// sbhL/t (34 + 5as/h) with TP + SP whatever p is; the interleaved schedule multiplies that by
+// 1 + (p - 1)/(p m) for m model chunks per stage.
+TEST_CASE("first-stage activation peak under 1F1B and interleaved 1F1B (Eq. 5)",
+          "[memory][reference]") {
+  const auto expressions = formula_expressions();
+  REQUIRE(expressions.at("first pipeline stage total (TP+SP, no recompute)") ==
+          "s*b*h*L/t*(34 + 5*a*s/h)");
+  const double t = 8, L = 96, p = 8;
+  const double eq5 = s * b * h * L / t * (34 + 5 * a * s / h);
+  ParallelPlan plan = test::make_plan(1, 8, 8, 1, 64, 2048);
+  plan.sequence_parallel = true;
+  const ModelSpec model = gpt3_175b();
+  {
+    const CompiledPlan compiled = test::compile_checked(model, plan);
+    REQUIRE(compiled.validation.ok());
+    CHECK(static_cast<double>(compiled.memory.stages[0].at_peak.activations) ==
+          Approx(eq5).epsilon(0.02));
+  }
+  {
+    plan.schedule = ScheduleKind::kInterleaved;
+    plan.vpp = 3;
+    const double m = 3;
+    const CompiledPlan compiled = test::compile_checked(model, plan);
+    REQUIRE(compiled.validation.ok());
+    CHECK(static_cast<double>(compiled.memory.stages[0].at_peak.activations) ==
+          Approx(eq5 * (1 + (p - 1) / (p * m))).epsilon(0.02));
+  }
+}
+
+// GPipe keeps every micro-batch's activations until the backward begins: m x (L/p) layers.
+TEST_CASE("GPipe holds all micro-batches in flight", "[memory]") {
+  ParallelPlan plan = test::make_plan(1, 8, 8, 1, 16, 2048);
+  plan.sequence_parallel = true;
+  plan.schedule = ScheduleKind::kGpipe;
+  const ModelSpec model = gpt3_175b();
+  const CompiledPlan compiled = test::compile_checked(model, plan);
+  const double per_layer = s * b * h * (34 / 8.0 + 5 * a * s / (h * 8));
+  CHECK(static_cast<double>(compiled.memory.stages[0].at_peak.activations) ==
+        Approx(16 * 12 * per_layer).epsilon(0.001));
+}
+
+}  // namespace
+}  // namespace strata

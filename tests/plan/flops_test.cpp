@@ -1,0 +1,87 @@
+// FLOPs per step summed from the task graph against the closed forms of
+// ../shared/reference/stated_facts.csv, for the GPT-3-shaped models of korthikanti2022.csv:
+//   model FLOPs (no recompute)         72 B L s h^2 (1 + s/(6h) + v/(12hL))   (Korthikanti App. A)
+//   hardware FLOPs with full recompute 96 B s l h^2 (1 + s/(6h) + V/(16lh))   (Narayanan Eq. 3)
+
+#include <catch2/catch.hpp>
+
+#include "tests/plan/plan_fixtures.hpp"
+#include "tests/reference_csv.hpp"
+
+namespace strata {
+namespace {
+
+// A GPT-3-shaped model from a korthikanti2022.csv row.
+ModelSpec gpt_from_row(const test::CsvRow& row) {
+  ModelSpec model = load_model("gpt3-175b");
+  model.name = row.at("model");
+  model.layers = std::stoll(row.at("layers"));
+  model.hidden = std::stoll(row.at("hidden_size"));
+  model.heads = std::stoll(row.at("attention_heads"));
+  model.kv_heads = model.heads;
+  model.ffn_hidden = 4 * model.hidden;
+  model.vocab = std::stoll(row.at("vocab_size"));
+  return model;
+}
+
+TEST_CASE("model and full-recompute hardware FLOPs equal the closed forms", "[flops][reference]") {
+  for (const auto& row : test::read_reference_csv("korthikanti2022.csv")) {
+    if (row.at("global_batch_size").empty()) continue;  // rows that only report throughput
+    const ModelSpec model = gpt_from_row(row);
+    const int64_t layers = model.layers;
+    const int64_t pp = std::stoll(row.at("pp"));
+    const int64_t global_batch = std::stoll(row.at("global_batch_size"));
+    ParallelPlan plan = test::make_plan(1, std::stoll(row.at("tp")), pp,
+                                        std::stoll(row.at("micro_batch_size")), global_batch,
+                                        std::stoll(row.at("seq_len")));
+    INFO(model.name);
+    const double B = static_cast<double>(global_batch);
+    const double L = static_cast<double>(layers);
+    const double s = static_cast<double>(plan.seq_len);
+    const double h = static_cast<double>(model.hidden);
+    const double v = static_cast<double>(model.vocab);
+    const double model_flops = 72 * B * L * s * h * h * (1 + s / (6 * h) + v / (12 * h * L));
+    const double full_recompute = 96 * B * s * L * h * h * (1 + s / (6 * h) + v / (16 * L * h));
+
+    const CompiledPlan plain = test::compile_checked(model, plan);
+    CHECK(plain.flops.model == Approx(model_flops).epsilon(0.005));
+    CHECK(plain.flops.hardware == Approx(plain.flops.model).epsilon(1e-12));
+
+    plan.recompute = RecomputeKind::kFull;
+    const CompiledPlan recomputed = test::compile_checked(model, plan);
+    CHECK(recomputed.flops.model == Approx(model_flops).epsilon(0.005));
+    CHECK(recomputed.flops.hardware == Approx(full_recompute).epsilon(0.005));
+  }
+}
+
+// Parallelism moves FLOPs between GPUs but does not change the step's total: the full graph of
+// dp 2 x tp 2 x pp 2 sums to the serial plan's FLOPs (up to vocabulary padding, none here).
+TEST_CASE("step FLOPs do not depend on the plan", "[flops]") {
+  const ModelSpec model = load_model("gpt2-124m");
+  const ParallelPlan serial = test::make_plan(1, 1, 1, 1, 8, 1024);
+  ParallelPlan parallel = test::make_plan(2, 2, 2, 2, 8, 1024);
+  parallel.sequence_parallel = true;
+  ModelSpec even_vocab = model;
+  even_vocab.vocab = 50304;  // divisible by tp, as Megatron pads it
+  const double expected = test::compile_checked(even_vocab, serial).flops.model;
+  CHECK(test::compile_checked(even_vocab, parallel, GraphMode::kFull).flops.model ==
+        Approx(expected).epsilon(1e-9));
+  CHECK(test::compile_checked(even_vocab, parallel, GraphMode::kFolded).flops.model ==
+        Approx(expected).epsilon(1e-9));
+}
+
+// Selective recompute repeats the attention core's forward (QK^T and scores x V, 4 b s^2 h per
+// layer and micro-batch). Korthikanti et al. count its HFU as 72BLsh^2(1 + s/(3h) + ...), i.e.
+// twice this; we count the FLOPs the recompute actually executes.
+TEST_CASE("selective recompute adds one attention-core forward per layer", "[flops]") {
+  const ModelSpec model = load_model("gpt3-175b");
+  ParallelPlan plan = test::make_plan(1, 8, 8, 1, 64, 2048);
+  plan.recompute = RecomputeKind::kSelective;
+  const CompiledPlan compiled = test::compile_checked(model, plan);
+  const double s = 2048, h = 12288;
+  const double extra = 4.0 * 64 * s * s * h * 96;
+  CHECK(compiled.flops.hardware - compiled.flops.model == Approx(extra).epsilon(1e-9));
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,30 @@
+#pragma once
+// Shared set-up for the plan tests: zoo inputs and compiled plans.
+
+#include "models/model_reader.hpp"
+#include "plan/compile.hpp"
+#include "topologies/cluster_spec.hpp"
+
+namespace strata::test {
+
+inline ParallelPlan make_plan(int64_t dp, int64_t tp, int64_t pp, int64_t micro_batch,
+                              int64_t global_batch, int64_t seq_len) {
+  ParallelPlan plan;
+  plan.dp = dp;
+  plan.tp = tp;
+  plan.pp = pp;
+  plan.micro_batch = micro_batch;
+  plan.global_batch = global_batch;
+  plan.seq_len = seq_len;
+  return plan;
+}
+
+// Validates the plan (throws InputError on a bad one) and compiles it.
+inline CompiledPlan compile_checked(const ModelSpec& model, const ParallelPlan& plan,
+                                    GraphMode mode = GraphMode::kFolded,
+                                    const std::string& cluster = "dgx-a100") {
+  validate_plan(plan, model, std::nullopt, "test");
+  return compile_plan(model, load_cluster(cluster), plan, mode);
+}
+
+}  // namespace strata::test
