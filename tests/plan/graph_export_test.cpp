@@ -1,0 +1,62 @@
+// The task graph of a tiny plan, exported as JSON and DOT, equals golden files reviewed by eye
+// (tests/plan/golden/). A deliberate change to the lowering regenerates them with
+//   STRATA_UPDATE_GOLDEN=1 build/default/tests/plan/strata_tests_plan "[golden]"
+// and the diff is reviewed before it is committed.
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "plan/graph_export.hpp"
+#include "tests/plan/plan_fixtures.hpp"
+
+namespace strata {
+namespace {
+
+// Two layers on two pipeline stages, two micro-batches under 1F1B, dp 2 with ZeRO 1.
+TaskGraph tiny_graph() {
+  ModelSpec model = load_model("tiny-gpt");
+  model.layers = 2;
+  model.hidden = 64;
+  model.heads = 4;
+  model.kv_heads = 4;
+  model.ffn_hidden = 256;
+  model.vocab = 128;
+  model.max_seq = 32;
+  ParallelPlan plan = test::make_plan(2, 1, 2, 1, 4, 16);
+  plan.zero_stage = 1;
+  return test::compile_checked(model, plan).graph;
+}
+
+void check_golden(const std::string& name, const std::string& actual) {
+  const std::string path = std::string(STRATA_SOURCE_DIR) + "/tests/plan/golden/" + name;
+  if (std::getenv("STRATA_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(path, std::ios::binary) << actual;
+  }
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in.good());
+  std::stringstream expected;
+  expected << in.rdbuf();
+  CHECK(actual == expected.str());
+}
+
+TEST_CASE("the tiny plan's task graph JSON equals its golden file", "[golden]") {
+  check_golden("tiny_pp2_dp2_zero1.json", graph_to_json(tiny_graph()));
+}
+
+TEST_CASE("the tiny plan's task graph DOT equals its golden file", "[golden]") {
+  check_golden("tiny_pp2_dp2_zero1.dot", graph_to_dot(tiny_graph(), "tiny.dot"));
+}
+
+TEST_CASE("DOT output refuses graphs too large to draw", "[export]") {
+  const ModelSpec model = load_model("gpt2-124m");
+  const CompiledPlan compiled = test::compile_checked(model, test::make_plan(1, 1, 1, 1, 64, 1024));
+  REQUIRE(compiled.graph.size() > kMaxDotTasks);
+  CHECK_THROWS_AS(graph_to_dot(compiled.graph, "big.dot"), InputError);
+}
+
+}  // namespace
+}  // namespace strata
