@@ -1,7 +1,6 @@
 #include "plan/compile.hpp"
 
 #include "plan/lowering.hpp"
-#include "plan/shard_sizes.hpp"
 
 namespace strata {
 
@@ -23,9 +22,7 @@ CompiledPlan compile_plan(const ModelSpec& model, const ClusterSpec& cluster,
                           const ParallelPlan& plan, GraphMode mode) {
   TaskGraph graph = lower_to_task_graph(model, plan, cluster.gpus_per_node, mode);
   ValidationReport validation = validate_graph(graph);
-  MemoryPlan memory = plan_memory(graph, layers_per_stage(plan, model),
-                                  stage_parameters(model, plan), plan.dp, plan.zero_stage,
-                                  plan.dtype, cluster.device.hbm_bytes);
+  MemoryPlan memory = plan_memory(graph, model, plan, cluster.device.hbm_bytes);
   const StepFlops flops = step_flops(graph);
   return CompiledPlan{model,    cluster, plan,  std::move(graph), std::move(validation),
                       std::move(memory), flops, count_parameters(model).total};

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "plan/shard_sizes.hpp"
+
 namespace strata {
 
 namespace {
@@ -33,9 +35,8 @@ ModelStateBytes model_state_bytes(int64_t parameters, int64_t dp, int64_t zero_s
   return states;
 }
 
-MemoryPlan plan_memory(const TaskGraph& graph, const std::vector<int64_t>& stage_layers,
-                       const std::vector<int64_t>& stage_parameters, int64_t dp,
-                       int64_t zero_stage, DType dtype, int64_t device_bytes) {
+MemoryPlan plan_memory(const TaskGraph& graph, const ModelSpec& model, const ParallelPlan& plan,
+                       int64_t device_bytes) {
   // Replay each rank's memory tasks in program (id) order.
   std::map<int32_t, LiveMemory> live;
   for (const Task& t : graph.tasks()) {
@@ -49,21 +50,24 @@ MemoryPlan plan_memory(const TaskGraph& graph, const std::vector<int64_t>& stage
       m.at_peak.buffers = m.buffers;
     }
   }
-  MemoryPlan plan;
-  plan.device_bytes = device_bytes;
+  const std::vector<int64_t> stage_layers = layers_per_stage(plan, model);
+  const std::vector<int64_t> parameters = stage_parameters(model, plan);
+  MemoryPlan memory;
+  memory.device_bytes = device_bytes;
   for (size_t s = 0; s < stage_layers.size(); ++s) {
     StageMemory stage;
     stage.stage = static_cast<int64_t>(s);
     stage.layers = stage_layers[s];
-    stage.parameters = stage_parameters[s];
-    const ModelStateBytes states = model_state_bytes(stage.parameters, dp, zero_stage, dtype);
+    stage.parameters = parameters[s];
+    const ModelStateBytes states =
+        model_state_bytes(stage.parameters, plan.dp, plan.zero_stage, plan.dtype);
     stage.at_peak.params = states.params;
     stage.at_peak.grads = states.grads;
     stage.at_peak.optimizer = states.optimizer;
-    plan.stages.push_back(stage);
+    memory.stages.push_back(stage);
   }
   for (const GraphRank& rank : graph.ranks()) {
-    StageMemory& stage = plan.stages[static_cast<size_t>(rank.stage)];
+    StageMemory& stage = memory.stages[static_cast<size_t>(rank.stage)];
     const LiveMemory& m = live[rank.rank];
     if (m.at_peak.activations + m.at_peak.buffers >
         stage.at_peak.activations + stage.at_peak.buffers) {
@@ -71,13 +75,13 @@ MemoryPlan plan_memory(const TaskGraph& graph, const std::vector<int64_t>& stage
       stage.at_peak.buffers = m.at_peak.buffers;
     }
   }
-  for (StageMemory& stage : plan.stages) {
+  for (StageMemory& stage : memory.stages) {
     stage.peak_bytes = stage.at_peak.total();
-    plan.peak_bytes = std::max(plan.peak_bytes, stage.peak_bytes);
+    memory.peak_bytes = std::max(memory.peak_bytes, stage.peak_bytes);
   }
-  plan.fits = plan.peak_bytes <= device_bytes;
-  plan.shortfall_bytes = plan.fits ? 0 : plan.peak_bytes - device_bytes;
-  return plan;
+  memory.fits = memory.peak_bytes <= device_bytes;
+  memory.shortfall_bytes = memory.fits ? 0 : memory.peak_bytes - device_bytes;
+  return memory;
 }
 
 }  // namespace strata

@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "models/model_spec.hpp"
 #include "models/ops.hpp"
+#include "plan/parallel_plan.hpp"
 #include "plan/task_graph.hpp"
 
 namespace strata {
@@ -54,9 +56,7 @@ struct MemoryPlan {
   int64_t shortfall_bytes = 0; // how much the largest stage misses by (0 when it fits)
 };
 
-// `stage_layers` and `stage_parameters` per stage (from layers_per_stage, stage_parameters).
-MemoryPlan plan_memory(const TaskGraph& graph, const std::vector<int64_t>& stage_layers,
-                       const std::vector<int64_t>& stage_parameters, int64_t dp,
-                       int64_t zero_stage, DType dtype, int64_t device_bytes);
+MemoryPlan plan_memory(const TaskGraph& graph, const ModelSpec& model, const ParallelPlan& plan,
+                       int64_t device_bytes);
 
 }  // namespace strata
