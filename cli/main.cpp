@@ -17,9 +17,12 @@ int main(int argc, char** argv) {
   strata::cli::add_plan_command(app, run);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::Success& done) {
+    return app.exit(done);  // --help, --version
   } catch (const CLI::ParseError& error) {
-    const int code = app.exit(error);
-    return code == 0 ? 0 : 2;
+    std::fprintf(stderr, "strata: error: command line: %s. Fix: see 'strata --help' and "
+                 "'strata plan --help'\n", error.what());
+    return 2;
   }
   try {
     return run();

@@ -31,16 +31,18 @@ int run_plan(const PlanCommandOptions& options) {
     for (const auto& error : compiled.validation.errors) errors += "\n  " + error;
     STRATA_ASSERT(false, "the compiled task graph breaks its invariants:" + errors);
   }
-  // Render every output before writing any, so a failure leaves nothing half-written.
-  const std::string json = options.json_path.empty() ? "" : plan_report_json(compiled).dump(2) + "\n";
-  const std::string graph = options.graph_path.empty() ? "" : graph_to_json(compiled.graph);
-  const std::string dot = options.dot_path.empty() ? "" : graph_to_dot(compiled.graph, options.dot_path);
-
+  // Render every output, then write them all or none, then report.
+  std::vector<OutputFile> outputs;
+  if (!options.json_path.empty()) {
+    outputs.push_back({options.json_path, plan_report_json(compiled).dump(2) + "\n"});
+  }
+  if (!options.graph_path.empty()) outputs.push_back({options.graph_path, graph_to_json(compiled.graph)});
+  if (!options.dot_path.empty()) {
+    outputs.push_back({options.dot_path, graph_to_dot(compiled.graph, options.dot_path)});
+  }
+  write_files_atomically(outputs);
   std::fputs(plan_summary(compiled).c_str(), stdout);
   if (options.layout) std::fputs(("\n" + layout_table(compiled)).c_str(), stdout);
-  if (!json.empty()) write_file_atomically(options.json_path, json);
-  if (!graph.empty()) write_file_atomically(options.graph_path, graph);
-  if (!dot.empty()) write_file_atomically(options.dot_path, dot);
   return 0;
 }
 

@@ -1,13 +1,19 @@
 #pragma once
-// Output files are written whole or not at all: the content goes to a temporary file beside the
-// target, which is then renamed over it. A failure leaves no half-written file behind.
+// Output files are written whole or not at all: each file's content goes to a temporary file
+// beside its target; only when every temporary file is complete are they renamed over their
+// targets. A failure removes the temporary files and leaves no output behind.
 
 #include <string>
-#include <string_view>
+#include <vector>
 
 namespace strata {
 
-// Throws InputError (naming `path`) when the directory is missing or not writable.
-void write_file_atomically(const std::string& path, std::string_view content);
+struct OutputFile {
+  std::string path;
+  std::string content;
+};
+
+// Throws InputError (naming the path at fault) when a directory is missing or not writable.
+void write_files_atomically(const std::vector<OutputFile>& files);
 
 }  // namespace strata

@@ -125,29 +125,27 @@ bool JsonFields::boolean(std::string_view key, bool fallback) const {
 }
 
 int64_t JsonFields::non_negative_int(std::string_view key) const {
+  return whole_number(key, 0);
+}
+
+int64_t JsonFields::whole_number(std::string_view key, int64_t minimum) const {
   const auto& value = at(key);
-  if (value.is_number_float()) {
-    const double number = value.get<double>();
-    if (number == static_cast<double>(static_cast<int64_t>(number)) && number >= 0) {
-      return static_cast<int64_t>(number);
-    }
-  }
-  if (!value.is_number_integer()) {
+  // 8.0 counts as the whole number 8; 8.5 and non-numbers do not.
+  const bool whole_float = value.is_number_float() &&
+                           value.get<double>() == static_cast<double>(value.get<int64_t>());
+  if (!value.is_number_integer() && !whole_float) {
     fail(key, fmt::format("expected a whole number, found {} {}", type_name(value), value.dump()),
          "write a whole number such as 8");
   }
   const int64_t number = value.get<int64_t>();
-  if (number < 0) {
-    fail(key, fmt::format("must not be negative, found {}", number), "use a value >= 0");
+  if (number < minimum) {
+    fail(key, fmt::format("must be at least {}, found {}", minimum, number),
+         fmt::format("use a whole number >= {}", minimum));
   }
   return number;
 }
 
-int64_t JsonFields::positive_int(std::string_view key) const {
-  const int64_t number = non_negative_int(key);
-  if (number == 0) fail(key, "must be at least 1, found 0", "use a value >= 1");
-  return number;
-}
+int64_t JsonFields::positive_int(std::string_view key) const { return whole_number(key, 1); }
 
 std::optional<int64_t> JsonFields::optional_positive_int(std::string_view key) const {
   if (!has(key)) return std::nullopt;

@@ -60,6 +60,8 @@ class JsonFields {
 
  private:
   const nlohmann::json& object_;
+  int64_t whole_number(std::string_view key, int64_t minimum) const;
+
   std::string where_;
   std::string prefix_;
 };

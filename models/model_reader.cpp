@@ -94,8 +94,9 @@ ModelFormat detect_model_format(const nlohmann::json& config, const std::string&
                             "format (see models/README.md)",
                             supported_types_text()));
   }
-  if (fields.has("n_embd") && fields.has("n_layer")) return ModelFormat::kGpt2;
-  if (fields.has("layers") && fields.has("hidden")) return ModelFormat::kNative;
+  if (fields.has("n_embd") || fields.has("n_layer")) return ModelFormat::kGpt2;
+  // Either native key is enough: the parser then names whichever required field is missing.
+  if (fields.has("layers") || fields.has("hidden")) return ModelFormat::kNative;
   throw InputError(
       where, "", "not a recognized model description",
       fmt::format("give one of three formats: a Hugging Face config.json with \"model_type\" one "

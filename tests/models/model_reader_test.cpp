@@ -277,7 +277,7 @@ TEST_CASE("negative layers are refused", "[models][errors]") {
       R"({"layers": -2, "hidden": 64, "heads": 4, "vocab": 100, "max_seq": 32})");
   REQUIRE(error);
   CHECK(error->field() == "layers");
-  CHECK_THAT(std::string(error->what()), Catch::Contains("negative"));
+  CHECK_THAT(std::string(error->what()), Catch::Contains("must be at least 1, found -2"));
 }
 
 // A model_type Strata does not model (e.g. Mixtral's MoE) names the field and lists the

@@ -1,0 +1,58 @@
+# Strata's everyday commands, wrapping the CMake presets (CMakePresets.json). Every target works
+# from a fresh clone: it installs what is missing (scripts/setup), configures and builds first.
+# JOBS sets the build and test parallelism (default 2: the reference machine has 2 cores).
+
+JOBS ?= 2
+STRATA := build/default/cli/strata
+DEMO_ARGS := plan --scenario scenarios/default.json --layout
+CXX_SOURCES = $(shell find . -path ./build -prune -o -path './.*' -prune -o -type f \
+                \( -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' \) -print)
+
+.DEFAULT_GOAL := help
+.PHONY: help setup configure build demo test test-asan bench format clean
+
+help:
+	@echo "Strata: plan, simulate and run distributed training of transformer models."
+	@echo ""
+	@echo "  make demo       build, then run 'strata $(DEMO_ARGS)'"
+	@echo "  make test       build (preset default) and run every test (ctest --preset default)"
+	@echo "  make test-asan  build with AddressSanitizer + UBSan (preset debug-asan) and run the tests"
+	@echo "  make bench      build, then run the plan compiler benchmark (bench/README.md)"
+	@echo "  make build      install missing packages, configure and build (build/default)"
+	@echo "  make setup      install the Debian packages the project needs (scripts/setup)"
+	@echo "  make format     clang-format the C++ sources in place (.clang-format)"
+	@echo "  make clean      remove build/default and build/debug-asan"
+	@echo ""
+	@echo "JOBS=$(JOBS) sets the build and test parallelism."
+
+setup:
+	@scripts/setup
+
+configure: setup
+	cmake --preset default
+
+build: configure
+	cmake --build --preset default -j $(JOBS)
+
+demo: build
+	$(STRATA) $(DEMO_ARGS)
+	@echo ""
+	@echo "make demo ran: $(STRATA) $(DEMO_ARGS)"
+	@echo "(strata plan on the default scenario, Llama 3 70B on 64 H100s; the simulator comes later)"
+
+test: build
+	ctest --preset default -j $(JOBS)
+
+test-asan: setup
+	cmake --preset debug-asan
+	cmake --build --preset debug-asan -j $(JOBS)
+	ctest --preset debug-asan -j $(JOBS)
+
+bench: build
+	build/default/bench/strata_bench_plan
+
+format:
+	clang-format -i $(CXX_SOURCES)
+
+clean:
+	rm -rf build/default build/debug-asan

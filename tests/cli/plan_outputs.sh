@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# What `strata plan` writes when it succeeds. Each check runs in a fresh temporary directory and
+# prints what it ran and why it failed. Plain bash, grep and cmp, so CI needs nothing more.
+#
+# Usage: plan_outputs.sh CHECK STRATA_BINARY SOURCE_DIR
+set -euo pipefail
+
+check=$1 strata=$2 src=$3
+workdir=$(mktemp -d "${TMPDIR:-/tmp}/strata-plan-outputs.XXXXXX")
+trap 'rm -rf "$workdir"' EXIT
+cd "$workdir"
+
+fail() {
+  echo "FAILED ($check): $*"
+  exit 1
+}
+
+# Runs strata with the given arguments, requiring exit code 0; stdout goes to stdout.txt.
+run_strata() {
+  echo "run: strata $*"
+  local rc=0
+  "$strata" "$@" >stdout.txt 2>stderr.txt </dev/null || rc=$?
+  [[ $rc -eq 0 ]] || fail "exit code $rc, expected 0; stderr: $(<stderr.txt)"
+}
+
+# Fails unless the "plan" object of the report FILE (written by --json, pretty-printed with a
+# two-space indent) has KEY with VALUE (JSON text, e.g. 2 or "bf16").
+expect_plan_field() {
+  local file=$1 key=$2 value=$3
+  sed -n '/^  "plan": {$/,/^  },\{0,1\}$/p' "$file" | grep -Eq "^    \"$key\": $value,?\$" ||
+    fail "the plan object of $file lacks \"$key\": $value"
+}
+
+case "$check" in
+  report_keys)
+    run_strata plan --scenario "$src/scenarios/default.json" --json out.json
+    for key in params model_flops_per_step hardware_flops_per_step task_count per_stage \
+               peak_memory_bytes fits_in_memory plan model cluster; do
+      grep -Eq "^  \"$key\": " out.json || fail "out.json has no top-level key \"$key\""
+    done
+    grep -q '^  "fits_in_memory": true,$' out.json || fail "the default scenario should fit"
+    ;;
+  does_not_fit)
+    run_strata plan --model llama3-70b --cluster dgx-a100 --gpus 8 --tp 8 --global-batch 8 \
+      --seq-len 8192 --json out.json
+    grep -q 'DOES NOT FIT' stdout.txt || fail "the summary does not say DOES NOT FIT"
+    grep -q '^  "fits_in_memory": false,$' out.json || fail 'out.json lacks "fits_in_memory": false'
+    ;;
+  megatron_flags)
+    run_strata plan --model gpt2-124m --cluster dgx-h100 --tensor-model-parallel-size 2 \
+      --pipeline-model-parallel-size 2 --micro-batch-size 1 --global-batch-size 8 \
+      --seq-length 1024 --recompute-granularity full --use-distributed-optimizer \
+      --sequence-parallel --bf16 --json megatron.json
+    run_strata plan --model gpt2-124m --cluster dgx-h100 --tp 2 --pp 2 --micro-batch 1 \
+      --global-batch 8 --seq-len 1024 --recompute full --zero 1 --sequence-parallel \
+      --dtype bf16 --json native.json
+    cmp megatron.json native.json || fail "the reports differ: $(diff megatron.json native.json)"
+    expect_plan_field native.json zero_stage 1
+    expect_plan_field native.json recompute '"full"'
+    expect_plan_field native.json sequence_parallel true
+    ;;
+  deepspeed_config)
+    run_strata plan --model tiny-gpt --cluster dgx-h100 --seq-len 256 --dp 2 \
+      --deepspeed-config "$src/tests/cli/data/ds_zero2.json" --json out.json
+    expect_plan_field out.json zero_stage 2
+    expect_plan_field out.json micro_batch 2
+    expect_plan_field out.json global_batch 16
+    expect_plan_field out.json dp 2
+    expect_plan_field out.json dtype '"bf16"'
+    ;;
+  hf_config)
+    # Meta-Llama-3-8B's Hugging Face config.json describes the zoo's llama3-8b.
+    common=(--cluster dgx-h100 --tp 8 --global-batch 8 --seq-len 8192 --recompute selective)
+    run_strata plan --model "$src/tests/cli/data/hf_llama3_8b_config.json" "${common[@]}" \
+      --json hf.json
+    run_strata plan --model llama3-8b "${common[@]}" --json zoo.json
+    grep -q '"name": "meta-llama/Meta-Llama-3-8B"' hf.json || fail "hf.json lacks the HF name"
+    grep -v '^    "name": ' hf.json >hf_unnamed.json
+    grep -v '^    "name": ' zoo.json >zoo_unnamed.json
+    cmp hf_unnamed.json zoo_unnamed.json ||
+      fail "the reports differ beyond the name: $(diff hf_unnamed.json zoo_unnamed.json)"
+    ;;
+  deterministic_graph)
+    # A full graph with every kind of task: TP + sequence parallel, interleaved PP, ZeRO 3 over DP.
+    args=(plan --model gpt2-124m --cluster dgx-h100 --graph full --tp 2 --pp 2 --vpp 2 --dp 2
+          --schedule interleaved --zero 3 --sequence-parallel --seq-len 1024 --global-batch 16
+          --recompute selective)
+    run_strata "${args[@]}" --emit-graph g1.json --json r1.json
+    run_strata "${args[@]}" --emit-graph g2.json --json r2.json
+    [[ -s g1.json ]] || fail "g1.json is empty"
+    cmp g1.json g2.json || fail "two runs wrote different task graphs"
+    cmp r1.json r2.json || fail "two runs wrote different reports"
+    ;;
+  *)
+    echo "unknown check '$check'" >&2
+    exit 64
+    ;;
+esac
+echo "ok: $check"
