@@ -20,8 +20,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& done) {
     return app.exit(done);  // --help, --version
   } catch (const CLI::ParseError& error) {
-    std::fprintf(stderr, "strata: error: command line: %s. Fix: see 'strata --help' and "
-                 "'strata plan --help'\n", error.what());
+    std::fprintf(stderr,
+                 "strata: error: command line: %s. Fix: see 'strata --help' and "
+                 "'strata plan --help'\n",
+                 error.what());
     return 2;
   }
   try {

@@ -36,7 +36,8 @@ int run_plan(const PlanCommandOptions& options) {
   if (!options.json_path.empty()) {
     outputs.push_back({options.json_path, plan_report_json(compiled).dump(2) + "\n"});
   }
-  if (!options.graph_path.empty()) outputs.push_back({options.graph_path, graph_to_json(compiled.graph)});
+  if (!options.graph_path.empty())
+    outputs.push_back({options.graph_path, graph_to_json(compiled.graph)});
   if (!options.dot_path.empty()) {
     outputs.push_back({options.dot_path, graph_to_dot(compiled.graph, options.dot_path)});
   }
@@ -51,14 +52,19 @@ int run_plan(const PlanCommandOptions& options) {
 void add_plan_command(CLI::App& app, std::function<int()>& run) {
   auto options = std::make_shared<PlanCommandOptions>();
   CLI::App* command = app.add_subcommand(
-      "plan", "Compile a model, cluster and parallel plan into a validated task graph and memory plan");
+      "plan",
+      "Compile a model, cluster and parallel plan into a validated task graph and memory plan");
   add_plan_flags(*command, options->flags);
-  command->add_option("--graph", options->graph_mode, "Task graph: folded (one rank per stage) or full")
+  command
+      ->add_option("--graph", options->graph_mode,
+                   "Task graph: folded (one rank per stage) or full")
       ->check(CLI::IsMember({"folded", "full"}));
-  command->add_flag("--layout", options->layout, "Print which rank is which (dp, pp, tp), node and GPU");
+  command->add_flag("--layout", options->layout,
+                    "Print which rank is which (dp, pp, tp), node and GPU");
   command->add_option("--json", options->json_path, "Write the plan summary as JSON");
   command->add_option("--emit-graph", options->graph_path, "Write the task graph as JSON");
-  command->add_option("--dot", options->dot_path, "Write the task graph as Graphviz DOT (small graphs)");
+  command->add_option("--dot", options->dot_path,
+                      "Write the task graph as Graphviz DOT (small graphs)");
   command->callback([options, &run] { run = [options] { return run_plan(*options); }; });
 }
 

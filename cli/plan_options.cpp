@@ -44,7 +44,8 @@ Scenario read_scenario(const std::string& path) {
 void add_plan_flags(CLI::App& command, PlanFlags& flags) {
   command.add_option("--scenario", flags.scenario,
                      "Scenario JSON with model, cluster, gpus and plan; flags override it");
-  command.add_option("--model", flags.model, "Zoo model name or path to a model JSON / HF config.json");
+  command.add_option("--model", flags.model,
+                     "Zoo model name or path to a model JSON / HF config.json");
   command.add_option("--cluster", flags.cluster, "Zoo cluster name or path to a cluster JSON");
   command.add_option("--gpus", flags.gpus, "GPUs to use (must equal dp x tp x pp)");
   command.add_option("--dp", flags.dp, "Data-parallel size (default: gpus / (tp x pp))");
@@ -66,7 +67,8 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
                      "Activation recompute: none, selective, full");
   command.add_flag("--recompute-activations", flags.recompute_activations,
                    "Megatron-LM: selective recompute");
-  command.add_flag("--sequence-parallel", flags.sequence_parallel, "Megatron-LM sequence parallelism");
+  command.add_flag("--sequence-parallel", flags.sequence_parallel,
+                   "Megatron-LM sequence parallelism");
   command.add_option("--schedule", flags.schedule, "Pipeline schedule: gpipe, 1f1b, interleaved");
   command.add_option("--dtype", flags.dtype, "Training dtype: bf16, fp16, fp32");
   command.add_flag("--bf16", flags.bf16, "Megatron-LM: train in bf16");
@@ -107,7 +109,8 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags) {
   set(flags.seq_len, plan.seq_len);
   set(flags.first_stage_layers, plan.first_stage_layers);
   set(flags.last_stage_layers, plan.last_stage_layers);
-  if (flags.distributed_optimizer && !flags.zero) plan.zero_stage = std::max<int64_t>(plan.zero_stage, 1);
+  if (flags.distributed_optimizer && !flags.zero)
+    plan.zero_stage = std::max<int64_t>(plan.zero_stage, 1);
   if (flags.layers_per_virtual_stage) {
     const int64_t per_stage = inputs.model.layers / plan.pp;
     if (*flags.layers_per_virtual_stage < 1 || per_stage % *flags.layers_per_virtual_stage != 0) {
@@ -119,7 +122,8 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags) {
     plan.vpp = per_stage / *flags.layers_per_virtual_stage;
   }
   if (flags.recompute_activations) plan.recompute = RecomputeKind::kSelective;
-  if (flags.recompute) plan.recompute = parse_recompute(*flags.recompute, kCommandLine, "--recompute");
+  if (flags.recompute)
+    plan.recompute = parse_recompute(*flags.recompute, kCommandLine, "--recompute");
   if (flags.sequence_parallel) plan.sequence_parallel = true;
   if (flags.schedule) {
     plan.schedule = parse_schedule(*flags.schedule, kCommandLine, "--schedule");
@@ -136,11 +140,10 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags) {
     plan.dp = *flags.dp;
   } else if (gpus && !scenario.dp_given) {
     if (*gpus % (plan.tp * plan.pp) != 0) {
-      throw InputError(where, "gpus (--gpus)",
-                       fmt::format("{} GPUs are not a multiple of tp {} x pp {}", *gpus, plan.tp,
-                                   plan.pp),
-                       fmt::format("use a multiple of {} GPUs, or change --tp/--pp",
-                                   plan.tp * plan.pp));
+      throw InputError(
+          where, "gpus (--gpus)",
+          fmt::format("{} GPUs are not a multiple of tp {} x pp {}", *gpus, plan.tp, plan.pp),
+          fmt::format("use a multiple of {} GPUs, or change --tp/--pp", plan.tp * plan.pp));
     }
     plan.dp = *gpus / (plan.tp * plan.pp);
   }
@@ -151,11 +154,11 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags) {
   validate_plan(plan, inputs.model, gpus, where);
   const int64_t max_gpus = inputs.cluster.max_nodes * inputs.cluster.gpus_per_node;
   if (inputs.cluster.max_nodes > 0 && plan.gpus() > max_gpus) {
-    throw InputError(where, "gpus (--gpus)",
-                     fmt::format("{} GPUs exceed cluster {}'s {} nodes x {} GPUs", plan.gpus(),
-                                 inputs.cluster.name, inputs.cluster.max_nodes,
-                                 inputs.cluster.gpus_per_node),
-                     fmt::format("use at most {} GPUs or a larger cluster", max_gpus));
+    throw InputError(
+        where, "gpus (--gpus)",
+        fmt::format("{} GPUs exceed cluster {}'s {} nodes x {} GPUs", plan.gpus(),
+                    inputs.cluster.name, inputs.cluster.max_nodes, inputs.cluster.gpus_per_node),
+        fmt::format("use at most {} GPUs or a larger cluster", max_gpus));
   }
   return inputs;
 }

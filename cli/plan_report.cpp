@@ -14,7 +14,9 @@ namespace strata::cli {
 
 namespace {
 
-std::string gb(int64_t bytes) { return fmt::format("{:.2f}", static_cast<double>(bytes) / kBytesPerGB); }
+std::string gb(int64_t bytes) {
+  return fmt::format("{:.2f}", static_cast<double>(bytes) / kBytesPerGB);
+}
 
 // 1.23e18 -> "1.23 EFLOP".
 std::string flops_text(double flops) {
@@ -43,25 +45,28 @@ std::string plan_summary(const CompiledPlan& c) {
   const ParallelPlan& p = c.plan;
   std::string out;
   auto add = [&out](const std::string& line) { out += line + "\n"; };
-  add(fmt::format("model    {}: {:.2f} B parameters; {} layers, hidden {}, {} heads ({} kv), "
+  add(
+      fmt::format("model    {}: {:.2f} B parameters; {} layers, hidden {}, {} heads ({} kv), "
                   "ffn {}, vocab {}, {}, {}, {} positions{}",
                   m.name, static_cast<double>(c.parameters) / 1e9, m.layers, m.hidden, m.heads,
                   m.kv_heads, m.ffn_hidden, m.vocab, to_string(m.norm), to_string(m.mlp),
                   to_string(m.position), m.tied_embeddings ? ", tied embeddings" : ""));
-  add(fmt::format("cluster  {}: {} x {} on {} node(s) of {}; {:.0f} GB HBM per GPU",
-                  c.cluster.name, p.gpus(), c.cluster.device.name, c.cluster.nodes_for(p.gpus()),
-                  c.cluster.gpus_per_node, static_cast<double>(c.cluster.device.hbm_bytes) / kBytesPerGB));
+  add(fmt::format("cluster  {}: {} x {} on {} node(s) of {}; {:.0f} GB HBM per GPU", c.cluster.name,
+                  p.gpus(), c.cluster.device.name, c.cluster.nodes_for(p.gpus()),
+                  c.cluster.gpus_per_node,
+                  static_cast<double>(c.cluster.device.hbm_bytes) / kBytesPerGB));
   add(fmt::format("plan     {}", plan_line(p)));
   add(fmt::format("step     {} tokens; model {} (MFU numerator), hardware {} (with recompute)",
                   p.tokens_per_step(), flops_text(c.flops.model), flops_text(c.flops.hardware)));
   std::array<int64_t, 4> kinds{};
   for (const Task& t : c.graph.tasks()) ++kinds[static_cast<size_t>(t.kind)];
-  add(fmt::format("graph    {} ({} ranks): {} tasks = {} compute, {} collective, {} p2p, {} memory; "
-                  "{}",
-                  to_string(c.graph.mode()), c.graph.ranks().size(), c.graph.size(), kinds[0],
-                  kinds[1], kinds[2], kinds[3],
-                  c.validation.ok() ? "valid (acyclic, p2p matched, collectives complete, memory >= 0)"
-                                    : "INVALID"));
+  add(fmt::format(
+      "graph    {} ({} ranks): {} tasks = {} compute, {} collective, {} p2p, {} memory; "
+      "{}",
+      to_string(c.graph.mode()), c.graph.ranks().size(), c.graph.size(), kinds[0], kinds[1],
+      kinds[2], kinds[3],
+      c.validation.ok() ? "valid (acyclic, p2p matched, collectives complete, memory >= 0)"
+                        : "INVALID"));
   add("");
   add("memory per GPU at each stage's peak (GB = 1e9 bytes)");
   add(fmt::format("{:>5} {:>6} {:>12} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9}", "stage", "layers",
@@ -77,7 +82,8 @@ std::string plan_summary(const CompiledPlan& c) {
     add(fmt::format("peak     {} GB of {} GB: fits, {} GB headroom", gb(mem.peak_bytes),
                     gb(mem.device_bytes), gb(mem.device_bytes - mem.peak_bytes)));
   } else {
-    add(fmt::format("peak     {} GB of {} GB: DOES NOT FIT, short by {} GB (try more pp, tp, a "
+    add(
+        fmt::format("peak     {} GB of {} GB: DOES NOT FIT, short by {} GB (try more pp, tp, a "
                     "higher ZeRO stage or recompute)",
                     gb(mem.peak_bytes), gb(mem.device_bytes), gb(mem.shortfall_bytes)));
   }
@@ -87,10 +93,12 @@ std::string plan_summary(const CompiledPlan& c) {
 std::string layout_table(const CompiledPlan& c) {
   const RankLayout layout(c.plan, c.cluster.gpus_per_node);
   std::string out = "rank layout (TP innermost, then DP, then PP)\n";
-  out += fmt::format("{:>6} {:>5} {:>4} {:>4} {:>4} {:>4}\n", "rank", "node", "gpu", "dp", "pp", "tp");
+  out +=
+      fmt::format("{:>6} {:>5} {:>4} {:>4} {:>4} {:>4}\n", "rank", "node", "gpu", "dp", "pp", "tp");
   for (int64_t rank = 0; rank < layout.world_size(); ++rank) {
     const RankCoord r = layout.coord(rank);
-    out += fmt::format("{:>6} {:>5} {:>4} {:>4} {:>4} {:>4}\n", rank, r.node, r.gpu, r.dp, r.pp, r.tp);
+    out +=
+        fmt::format("{:>6} {:>5} {:>4} {:>4} {:>4} {:>4}\n", rank, r.node, r.gpu, r.dp, r.pp, r.tp);
   }
   return out;
 }

@@ -28,7 +28,8 @@ void write_temporary(const OutputFile& file) {
   }
   out.write(file.content.data(), static_cast<std::streamsize>(file.content.size()));
   out.flush();
-  if (!out) throw InputError(file.path, "", "writing the file failed (disk full?)", "free space and retry");
+  if (!out)
+    throw InputError(file.path, "", "writing the file failed (disk full?)", "free space and retry");
 }
 
 }  // namespace
@@ -45,7 +46,8 @@ void write_files_atomically(const std::vector<OutputFile>& files) {
     std::filesystem::rename(temporary_for(file.path), file.path, error);
     if (error) {
       remove_temporaries(files);
-      throw InputError(file.path, "", "cannot rename the temporary file into place: " + error.message(),
+      throw InputError(file.path, "",
+                       "cannot rename the temporary file into place: " + error.message(),
                        "check that the path is a writable file location");
     }
   }

@@ -29,7 +29,7 @@ class InputError : public std::runtime_error {
 
 }  // namespace strata
 
-#define STRATA_ASSERT(condition, message)                                         \
-  do {                                                                            \
+#define STRATA_ASSERT(condition, message)                                                    \
+  do {                                                                                       \
     if (!(condition)) ::strata::assertion_failed(#condition, __FILE__, __LINE__, (message)); \
   } while (false)

@@ -48,10 +48,10 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& where) 
     if (const auto cut = detail.find("syntax error"); cut != std::string::npos) {
       detail = detail.substr(cut);
     }
-    throw InputError(fmt::format("{}:{}:{}", where, at.line, at.column), "",
-                     fmt::format("malformed JSON at line {}, column {}: {}", at.line, at.column,
-                                 detail),
-                     "correct the JSON syntax at that position");
+    throw InputError(
+        fmt::format("{}:{}:{}", where, at.line, at.column), "",
+        fmt::format("malformed JSON at line {}, column {}: {}", at.line, at.column, detail),
+        "correct the JSON syntax at that position");
   }
 }
 
@@ -124,15 +124,13 @@ bool JsonFields::boolean(std::string_view key, bool fallback) const {
   return value.get<bool>();
 }
 
-int64_t JsonFields::non_negative_int(std::string_view key) const {
-  return whole_number(key, 0);
-}
+int64_t JsonFields::non_negative_int(std::string_view key) const { return whole_number(key, 0); }
 
 int64_t JsonFields::whole_number(std::string_view key, int64_t minimum) const {
   const auto& value = at(key);
   // 8.0 counts as the whole number 8; 8.5 and non-numbers do not.
-  const bool whole_float = value.is_number_float() &&
-                           value.get<double>() == static_cast<double>(value.get<int64_t>());
+  const bool whole_float =
+      value.is_number_float() && value.get<double>() == static_cast<double>(value.get<int64_t>());
   if (!value.is_number_integer() && !whole_float) {
     fail(key, fmt::format("expected a whole number, found {} {}", type_name(value), value.dump()),
          "write a whole number such as 8");

@@ -1,8 +1,8 @@
 #pragma once
-// Strict readers for JSON inputs. Every mistake becomes an InputError naming the file and the field:
-// malformed JSON (with line and column), a missing field, a field of the wrong type, a negative or
-// zero count. Readers at the edges (models/, topologies/, plan/) use these and hand plain structs
-// to the core, which never sees JSON.
+// Strict readers for JSON inputs. Every mistake becomes an InputError naming the file and the
+// field: malformed JSON (with line and column), a missing field, a field of the wrong type, a
+// negative or zero count. Readers at the edges (models/, topologies/, plan/) use these and hand
+// plain structs to the core, which never sees JSON.
 
 #include <cstdint>
 #include <initializer_list>

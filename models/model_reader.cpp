@@ -26,9 +26,8 @@ constexpr std::string_view kHfModelTypes[] = {"llama", "mistral", "qwen2", "gpt_
 // The fields of a native model file (models/README.md). Anything else is refused so that a typo
 // ("hiden") is an error instead of a silently ignored field.
 constexpr std::string_view kNativeFields[] = {
-    "name",     "layers", "hidden", "heads",    "kv_heads",        "ffn_hidden",
-    "vocab",    "max_seq", "norm",  "mlp",      "position",        "tied_embeddings",
-    "qkv_bias", "linear_bias",      "dropout"};
+    "name", "layers", "hidden",   "heads",           "kv_heads", "ffn_hidden",  "vocab",  "max_seq",
+    "norm", "mlp",    "position", "tied_embeddings", "qkv_bias", "linear_bias", "dropout"};
 
 std::string supported_types_text() {
   return fmt::format("{} (Hugging Face config.json) and gpt2 (GPT-2 config.json)",
@@ -53,8 +52,8 @@ void check_heads(const JsonFields& fields, const ModelSpec& model, std::string_v
   }
   if (!kv_heads_key.empty() && model.heads % model.kv_heads != 0) {
     fields.fail(kv_heads_key,
-                fmt::format("{} {} is not divisible by {} {}", heads_key, model.heads,
-                            kv_heads_key, model.kv_heads),
+                fmt::format("{} {} is not divisible by {} {}", heads_key, model.heads, kv_heads_key,
+                            model.kv_heads),
                 fmt::format("choose {} that divides {} (grouped-query attention)", kv_heads_key,
                             heads_key));
   }
@@ -85,7 +84,8 @@ ModelFormat detect_model_format(const nlohmann::json& config, const std::string&
   const JsonFields fields(config, where);
   if (fields.has("model_type")) {
     const std::string type = fields.string("model_type");
-    if (std::find(std::begin(kHfModelTypes), std::end(kHfModelTypes), type) != std::end(kHfModelTypes)) {
+    if (std::find(std::begin(kHfModelTypes), std::end(kHfModelTypes), type) !=
+        std::end(kHfModelTypes)) {
       return ModelFormat::kHuggingFace;
     }
     if (type == "gpt2") return ModelFormat::kGpt2;
@@ -110,8 +110,8 @@ ModelSpec parse_native_model(const nlohmann::json& config, const std::string& wh
   const JsonFields fields(config, where);
   fields.refuse_unknown(kNativeFields);
   ModelSpec model;
-  model.name = fields.optional_string("name").value_or(
-      std::filesystem::path(where).stem().string());
+  model.name =
+      fields.optional_string("name").value_or(std::filesystem::path(where).stem().string());
   model.layers = fields.positive_int("layers");
   model.hidden = fields.positive_int("hidden");
   model.heads = fields.positive_int("heads");
@@ -125,8 +125,8 @@ ModelSpec parse_native_model(const nlohmann::json& config, const std::string& wh
                      : NormKind::kRmsNorm;
   }
   if (fields.has("mlp")) {
-    model.mlp = fields.choice("mlp", {"gelu", "swiglu"}) == "gelu" ? MlpKind::kGelu
-                                                                   : MlpKind::kSwiGlu;
+    model.mlp =
+        fields.choice("mlp", {"gelu", "swiglu"}) == "gelu" ? MlpKind::kGelu : MlpKind::kSwiGlu;
   }
   if (fields.has("position")) {
     model.position = fields.choice("position", {"learned", "rotary"}) == "learned"
@@ -214,8 +214,8 @@ ModelSpec parse_gpt2_config(const nlohmann::json& config, const std::string& whe
   model.ffn_hidden = fields.optional_positive_int("n_inner").value_or(4 * model.hidden);
   model.vocab = fields.positive_int("vocab_size");
   // "n_positions" is the position table size; older configs also (or only) carry "n_ctx".
-  model.max_seq = fields.has("n_positions") ? fields.positive_int("n_positions")
-                                            : fields.positive_int("n_ctx");
+  model.max_seq =
+      fields.has("n_positions") ? fields.positive_int("n_positions") : fields.positive_int("n_ctx");
   check_heads(fields, model, "n_embd", "n_head", "");
   model.norm = NormKind::kLayerNorm;
   model.mlp = MlpKind::kGelu;
@@ -230,9 +230,15 @@ ModelSpec parse_gpt2_config(const nlohmann::json& config, const std::string& whe
 ModelSpec parse_model(const nlohmann::json& config, const std::string& where) {
   ModelSpec model;
   switch (detect_model_format(config, where)) {
-    case ModelFormat::kNative: model = parse_native_model(config, where); break;
-    case ModelFormat::kHuggingFace: model = parse_hf_config(config, where); break;
-    case ModelFormat::kGpt2: model = parse_gpt2_config(config, where); break;
+    case ModelFormat::kNative:
+      model = parse_native_model(config, where);
+      break;
+    case ModelFormat::kHuggingFace:
+      model = parse_hf_config(config, where);
+      break;
+    case ModelFormat::kGpt2:
+      model = parse_gpt2_config(config, where);
+      break;
   }
   validate_model(model, where);
   return model;

@@ -45,16 +45,16 @@ void validate_model(const ModelSpec& model, const std::string& where) {
   require_positive(model.vocab, "vocab");
   require_positive(model.max_seq, "max_seq");
   if (model.hidden % model.heads != 0) {
-    throw InputError(where, "heads",
-                     fmt::format("hidden {} is not divisible by heads {}", model.hidden,
-                                 model.heads),
-                     "choose heads that divide the hidden size");
+    throw InputError(
+        where, "heads",
+        fmt::format("hidden {} is not divisible by heads {}", model.hidden, model.heads),
+        "choose heads that divide the hidden size");
   }
   if (model.heads % model.kv_heads != 0) {
-    throw InputError(where, "kv_heads",
-                     fmt::format("heads {} is not divisible by kv_heads {}", model.heads,
-                                 model.kv_heads),
-                     "choose kv_heads that divide heads (grouped-query attention)");
+    throw InputError(
+        where, "kv_heads",
+        fmt::format("heads {} is not divisible by kv_heads {}", model.heads, model.kv_heads),
+        "choose kv_heads that divide heads (grouped-query attention)");
   }
 }
 

@@ -19,7 +19,7 @@ struct ModelSpec {
   int64_t kv_heads = 0;    // key/value heads; == heads for multi-head, fewer for GQA
   int64_t ffn_hidden = 0;  // MLP inner width (4h for GPT, 14336 for Llama-3 8B)
   int64_t vocab = 0;
-  int64_t max_seq = 0;     // longest sequence (learned position table size)
+  int64_t max_seq = 0;  // longest sequence (learned position table size)
   NormKind norm = NormKind::kLayerNorm;
   MlpKind mlp = MlpKind::kGelu;
   PositionKind position = PositionKind::kLearned;
@@ -34,13 +34,13 @@ struct ModelSpec {
 
 // Parameters of one transformer layer and of the whole model, by part. Counts, not bytes.
 struct ParameterCount {
-  int64_t attention = 0;   // Q, K, V, output projections with their biases
-  int64_t mlp = 0;         // MLP projections with their biases
-  int64_t norms = 0;       // the two norms of a layer (weight, and bias for LayerNorm)
-  int64_t per_layer = 0;   // attention + mlp + norms
-  int64_t embedding = 0;   // token embedding (+ learned position table)
+  int64_t attention = 0;  // Q, K, V, output projections with their biases
+  int64_t mlp = 0;        // MLP projections with their biases
+  int64_t norms = 0;      // the two norms of a layer (weight, and bias for LayerNorm)
+  int64_t per_layer = 0;  // attention + mlp + norms
+  int64_t embedding = 0;  // token embedding (+ learned position table)
   int64_t final_norm = 0;
-  int64_t lm_head = 0;     // 0 when tied to the embedding
+  int64_t lm_head = 0;  // 0 when tied to the embedding
   int64_t total = 0;
 };
 

@@ -8,22 +8,32 @@ int64_t bytes_per_element(DType dtype) { return dtype == DType::kFp32 ? 4 : 2; }
 
 const char* to_string(DType dtype) {
   switch (dtype) {
-    case DType::kBf16: return "bf16";
-    case DType::kFp16: return "fp16";
-    case DType::kFp32: return "fp32";
+    case DType::kBf16:
+      return "bf16";
+    case DType::kFp16:
+      return "fp16";
+    case DType::kFp32:
+      return "fp32";
   }
   return "?";
 }
 
 const char* to_string(OpKind kind) {
   switch (kind) {
-    case OpKind::kMatmul: return "matmul";
-    case OpKind::kAttention: return "attention";
-    case OpKind::kNorm: return "norm";
-    case OpKind::kElementwise: return "elementwise";
-    case OpKind::kEmbedding: return "embedding";
-    case OpKind::kLoss: return "loss";
-    case OpKind::kOptimizer: return "optimizer";
+    case OpKind::kMatmul:
+      return "matmul";
+    case OpKind::kAttention:
+      return "attention";
+    case OpKind::kNorm:
+      return "norm";
+    case OpKind::kElementwise:
+      return "elementwise";
+    case OpKind::kEmbedding:
+      return "embedding";
+    case OpKind::kLoss:
+      return "loss";
+    case OpKind::kOptimizer:
+      return "optimizer";
   }
   return "?";
 }

@@ -26,28 +26,31 @@ LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& p
   const int64_t mask = model.dropout ? 1 : 0;  // 1-byte dropout masks
   LayerActivations act;
   act.norms = 2 * d.e * d.sb * h / d.rep;
-  act.attention = d.e * d.sb * h / d.rep                // QKV input
-                  + d.e * d.sb * (h + kv) / d.t         // Q and K
-                  + d.e * d.sb * kv / d.t               // V
-                  + d.e * d.sb * h / d.t                // attention-output input
-                  + mask * d.sb * h / d.rep;            // attention dropout mask
+  act.attention = d.e * d.sb * h / d.rep         // QKV input
+                  + d.e * d.sb * (h + kv) / d.t  // Q and K
+                  + d.e * d.sb * kv / d.t        // V
+                  + d.e * d.sb * h / d.t         // attention-output input
+                  + mask * d.sb * h / d.rep;     // attention dropout mask
   // a s^2 b / t score elements: the softmax output, and with dropout its mask and output.
   const int64_t scores = model.heads * plan.seq_len * d.sb / d.t;
   act.attention_scores = d.e * scores + mask * (scores + d.e * scores);
   const int64_t up_outputs = model.mlp == MlpKind::kSwiGlu ? 2 : 1;
-  act.mlp = d.e * d.sb * h / d.rep                      // MLP-up input
-            + up_outputs * d.e * d.sb * f / d.t         // activation input(s)
-            + d.e * d.sb * f / d.t                      // MLP-down input
-            + mask * d.sb * h / d.rep;                  // MLP dropout mask
+  act.mlp = d.e * d.sb * h / d.rep               // MLP-up input
+            + up_outputs * d.e * d.sb * f / d.t  // activation input(s)
+            + d.e * d.sb * f / d.t               // MLP-down input
+            + mask * d.sb * h / d.rep;           // MLP dropout mask
   return act;
 }
 
 int64_t stored_layer_activation_bytes(const ModelSpec& model, const ParallelPlan& plan) {
   const LayerActivations act = layer_activations(model, plan);
   switch (plan.recompute) {
-    case RecomputeKind::kNone: return act.total();
-    case RecomputeKind::kSelective: return act.total() - act.attention_scores;
-    case RecomputeKind::kFull: return layer_input_bytes(model, plan);
+    case RecomputeKind::kNone:
+      return act.total();
+    case RecomputeKind::kSelective:
+      return act.total() - act.attention_scores;
+    case RecomputeKind::kFull:
+      return layer_input_bytes(model, plan);
   }
   return act.total();
 }

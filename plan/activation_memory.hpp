@@ -25,7 +25,7 @@ struct LayerActivations {
   int64_t attention = 0;         // linear-in-s terms of the attention block
   int64_t attention_scores = 0;  // the s^2 terms (softmax, its dropout mask and output)
   int64_t mlp = 0;
-  int64_t norms = 0;             // inputs of the two norms
+  int64_t norms = 0;  // inputs of the two norms
 
   int64_t total() const { return attention + attention_scores + mlp + norms; }
 };

@@ -24,8 +24,14 @@ CompiledPlan compile_plan(const ModelSpec& model, const ClusterSpec& cluster,
   ValidationReport validation = validate_graph(graph);
   MemoryPlan memory = plan_memory(graph, model, plan, cluster.device.hbm_bytes);
   const StepFlops flops = step_flops(graph);
-  return CompiledPlan{model,    cluster, plan,  std::move(graph), std::move(validation),
-                      std::move(memory), flops, count_parameters(model).total};
+  return CompiledPlan{model,
+                      cluster,
+                      plan,
+                      std::move(graph),
+                      std::move(validation),
+                      std::move(memory),
+                      flops,
+                      count_parameters(model).total};
 }
 
 }  // namespace strata

@@ -10,7 +10,8 @@ namespace strata {
 namespace {
 
 bool is_auto(const JsonFields& fields, const char* key) {
-  return fields.has(key) && fields.at(key).is_string() && fields.at(key).get<std::string>() == "auto";
+  return fields.has(key) && fields.at(key).is_string() &&
+         fields.at(key).get<std::string>() == "auto";
 }
 
 // A positive count, or nullopt when absent or "auto".
@@ -94,17 +95,16 @@ void apply_deepspeed_config(const DeepSpeedConfig& config, ParallelPlan& plan,
   };
   if (micro && accum && train) {
     if (*micro * *accum * dp != *train) {
-      refuse("train_batch_size",
-             fmt::format("{} is not train_micro_batch_size_per_gpu {} x "
-                         "gradient_accumulation_steps {} x dp {}",
-                         *train, *micro, *accum, dp));
+      refuse("train_batch_size", fmt::format("{} is not train_micro_batch_size_per_gpu {} x "
+                                             "gradient_accumulation_steps {} x dp {}",
+                                             *train, *micro, *accum, dp));
     }
   } else if (micro && accum) {
     train = *micro * *accum * dp;
   } else if (micro && train) {
     if (*train % (*micro * dp) != 0) {
-      refuse("train_batch_size", fmt::format("{} is not a multiple of micro-batch {} x dp {}",
-                                             *train, *micro, dp));
+      refuse("train_batch_size",
+             fmt::format("{} is not a multiple of micro-batch {} x dp {}", *train, *micro, dp));
     }
     accum = *train / (*micro * dp);
   } else if (accum && train) {

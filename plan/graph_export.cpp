@@ -20,9 +20,12 @@ void append_task_json(std::string& out, const TaskGraph& graph, TaskId id) {
                  R"({{"id":{},"rank":{},"stream":"{}","kind":"{}","phase":"{}","role":"{}",)"
                  R"("layer":{},"micro_batch":{},"chunk":{},"deps":[{}])",
                  id, t.rank, to_string(t.stream), to_string(t.kind), to_string(t.phase),
-                 to_string(t.role), t.layer, t.micro_batch, t.chunk, fmt::join(graph.deps(id), ","));
+                 to_string(t.role), t.layer, t.micro_batch, t.chunk,
+                 fmt::join(graph.deps(id), ","));
   switch (t.kind) {
-    case TaskKind::kCompute: fmt::format_to(std::back_inserter(out), R"(,"op":{})", t.op); break;
+    case TaskKind::kCompute:
+      fmt::format_to(std::back_inserter(out), R"(,"op":{})", t.op);
+      break;
     case TaskKind::kCollective:
       fmt::format_to(std::back_inserter(out), R"(,"collective":"{}","group":{},"bytes":{})",
                      to_string(t.collective), t.group, t.bytes);
@@ -44,15 +47,22 @@ const char* dot_color(const Task& t) {
   switch (t.kind) {
     case TaskKind::kCompute:
       switch (t.phase) {
-        case Phase::kForward: return "#9ecae1";
-        case Phase::kBackward: return "#fdae6b";
-        case Phase::kRecompute: return "#c7e9c0";
-        case Phase::kOptimizer: return "#bcbddc";
+        case Phase::kForward:
+          return "#9ecae1";
+        case Phase::kBackward:
+          return "#fdae6b";
+        case Phase::kRecompute:
+          return "#c7e9c0";
+        case Phase::kOptimizer:
+          return "#bcbddc";
       }
       return "white";
-    case TaskKind::kCollective: return "#fb6a4a";
-    case TaskKind::kP2p: return "#fee391";
-    case TaskKind::kMemory: return "#eeeeee";
+    case TaskKind::kCollective:
+      return "#fb6a4a";
+    case TaskKind::kP2p:
+      return "#fee391";
+    case TaskKind::kMemory:
+      return "#eeeeee";
   }
   return "white";
 }
@@ -62,9 +72,10 @@ const char* dot_color(const Task& t) {
 std::string graph_to_json(const TaskGraph& graph) {
   std::string out;
   out.reserve(static_cast<size_t>(graph.size()) * 160 + 4096);
-  fmt::format_to(std::back_inserter(out),
-                 R"({{"format":"strata-task-graph","version":1,"mode":"{}","dp":{},"tp":{},"pp":{},)",
-                 to_string(graph.mode()), graph.dp(), graph.tp(), graph.pp());
+  fmt::format_to(
+      std::back_inserter(out),
+      R"({{"format":"strata-task-graph","version":1,"mode":"{}","dp":{},"tp":{},"pp":{},)",
+      to_string(graph.mode()), graph.dp(), graph.tp(), graph.pp());
   out += "\n\"ranks\":[";
   for (size_t i = 0; i < graph.ranks().size(); ++i) {
     const GraphRank& r = graph.ranks()[i];
@@ -74,10 +85,11 @@ std::string graph_to_json(const TaskGraph& graph) {
   out += "],\n\"ops\":[";
   for (size_t i = 0; i < graph.ops().size(); ++i) {
     const OpShape& op = graph.ops()[i];
-    fmt::format_to(std::back_inserter(out),
-                   R"({}{{"kind":"{}","direction":"{}","dtype":"{}","dims":[{}],"flops":{},"bytes":{}}})",
-                   i ? ",\n" : "\n", to_string(op.kind), direction_name(op.direction),
-                   to_string(op.dtype), fmt::join(op.dims, ","), op.flops, op.bytes);
+    fmt::format_to(
+        std::back_inserter(out),
+        R"({}{{"kind":"{}","direction":"{}","dtype":"{}","dims":[{}],"flops":{},"bytes":{}}})",
+        i ? ",\n" : "\n", to_string(op.kind), direction_name(op.direction), to_string(op.dtype),
+        fmt::join(op.dims, ","), op.flops, op.bytes);
   }
   out += "],\n\"groups\":[";
   for (size_t i = 0; i < graph.groups().size(); ++i) {
@@ -101,7 +113,8 @@ std::string graph_to_dot(const TaskGraph& graph, const std::string& path) {
                                  graph.size(), kMaxDotTasks),
                      "use --graph folded, fewer layers or micro-batches, or --emit-graph for JSON");
   }
-  std::string out = "digraph strata {\n  rankdir=LR;\n  node [shape=box, style=filled, fontsize=10];\n";
+  std::string out =
+      "digraph strata {\n  rankdir=LR;\n  node [shape=box, style=filled, fontsize=10];\n";
   std::map<int32_t, std::vector<TaskId>> by_rank;
   for (TaskId id = 0; id < graph.size(); ++id) by_rank[graph.task(id).rank].push_back(id);
   for (const auto& [rank, ids] : by_rank) {
@@ -109,8 +122,8 @@ std::string graph_to_dot(const TaskGraph& graph, const std::string& path) {
                    rank, rank);
     for (const TaskId id : ids) {
       const Task& t = graph.task(id);
-      fmt::format_to(std::back_inserter(out), "    t{} [label=\"{}\\n{}\", fillcolor=\"{}\"];\n", id,
-                     task_name(graph, t), to_string(t.stream), dot_color(t));
+      fmt::format_to(std::back_inserter(out), "    t{} [label=\"{}\\n{}\", fillcolor=\"{}\"];\n",
+                     id, task_name(graph, t), to_string(t.stream), dot_color(t));
     }
     out += "  }\n";
   }
@@ -118,10 +131,12 @@ std::string graph_to_dot(const TaskGraph& graph, const std::string& path) {
   std::map<std::tuple<int32_t, int32_t, int32_t>, TaskId> sends;
   for (TaskId id = 0; id < graph.size(); ++id) {
     const Task& t = graph.task(id);
-    for (const TaskId dep : graph.deps(id)) fmt::format_to(std::back_inserter(out), "  t{} -> t{};\n", dep, id);
+    for (const TaskId dep : graph.deps(id))
+      fmt::format_to(std::back_inserter(out), "  t{} -> t{};\n", dep, id);
     auto [slot, fresh] = last_on_stream.try_emplace({t.rank, t.stream}, id);
     if (!fresh) {
-      fmt::format_to(std::back_inserter(out), "  t{} -> t{} [color=gray, style=dotted];\n", slot->second, id);
+      fmt::format_to(std::back_inserter(out), "  t{} -> t{} [color=gray, style=dotted];\n",
+                     slot->second, id);
       slot->second = id;
     }
     if (t.kind == TaskKind::kP2p && t.p2p == P2pKind::kSend) sends[{t.rank, t.peer, t.tag}] = id;

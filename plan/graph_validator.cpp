@@ -6,9 +6,9 @@
 #include <set>
 #include <tuple>
 
+#include <fmt/format.h>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/topological_sort.hpp>
-#include <fmt/format.h>
 
 namespace strata {
 
@@ -26,7 +26,8 @@ class TaskUnion {
   explicit TaskUnion(size_t n) : parent_(n) { std::iota(parent_.begin(), parent_.end(), 0); }
   TaskId find(TaskId x) {
     while (parent_[static_cast<size_t>(x)] != x) {
-      parent_[static_cast<size_t>(x)] = parent_[static_cast<size_t>(parent_[static_cast<size_t>(x)])];
+      parent_[static_cast<size_t>(x)] =
+          parent_[static_cast<size_t>(parent_[static_cast<size_t>(x)])];
       x = parent_[static_cast<size_t>(x)];
     }
     return x;
@@ -43,7 +44,8 @@ class TaskUnion {
 
 void check_p2p(const TaskGraph& graph, TaskUnion& together, std::vector<std::string>& errors) {
   // (sender, receiver, tag) -> sends and recvs with that key.
-  std::map<std::tuple<int32_t, int32_t, int32_t>, std::pair<std::vector<TaskId>, std::vector<TaskId>>>
+  std::map<std::tuple<int32_t, int32_t, int32_t>,
+           std::pair<std::vector<TaskId>, std::vector<TaskId>>>
       messages;
   for (TaskId id = 0; id < graph.size(); ++id) {
     const Task& t = graph.task(id);
@@ -85,8 +87,8 @@ void check_collectives(const TaskGraph& graph, TaskUnion& together,
     if (t.kind != TaskKind::kCollective) continue;
     const auto& members = graph.group(t.group).ranks;
     if (!std::binary_search(members.begin(), members.end(), t.rank)) {
-      report(errors, count, fmt::format("{} on r{} is not a member of its group",
-                                        task_name(graph, t), t.rank));
+      report(errors, count,
+             fmt::format("{} on r{} is not a member of its group", task_name(graph, t), t.rank));
       continue;
     }
     calls[static_cast<size_t>(t.group)][t.rank].push_back(id);
@@ -132,15 +134,17 @@ void check_memory(const TaskGraph& graph, std::vector<std::string>& errors) {
     int64_t& bytes = live[{t.rank, t.buffer}];
     bytes += t.memory == MemoryAction::kAlloc ? t.bytes : -t.bytes;
     if (bytes < 0) {
-      report(errors, count, fmt::format("r{}: {} releases more {} than is allocated", t.rank,
-                                        task_name(graph, t), to_string(t.buffer)));
+      report(errors, count,
+             fmt::format("r{}: {} releases more {} than is allocated", t.rank, task_name(graph, t),
+                         to_string(t.buffer)));
       bytes = 0;
     }
   }
   for (const auto& [key, bytes] : live) {
     if (bytes != 0) {
-      report(errors, count, fmt::format("r{}: {} bytes of {} still allocated at the end of the step",
-                                        key.first, bytes, to_string(key.second)));
+      report(errors, count,
+             fmt::format("r{}: {} bytes of {} still allocated at the end of the step", key.first,
+                         bytes, to_string(key.second)));
     }
   }
 }

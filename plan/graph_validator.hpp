@@ -17,7 +17,7 @@
 namespace strata {
 
 struct ValidationReport {
-  std::vector<std::string> errors;   // empty when the graph is valid; at most a few per check
+  std::vector<std::string> errors;  // empty when the graph is valid; at most a few per check
   std::vector<TaskId> topological_order;
 
   bool ok() const { return errors.empty(); }

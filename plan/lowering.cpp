@@ -46,7 +46,8 @@ OpTable build_op_table(const LoweringContext& ctx, TaskGraph& graph) {
   OpTable ops;
   ops.norm = op_pair(graph, norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt), replicated);
   const int64_t qkv_cols = (h + 2 * m.kv_hidden()) / t;
-  ops.qkv = op_pair(graph, matmul_op(sb, qkv_cols, h, fwd, dt), matmul_op(sb, qkv_cols, h, bwd, dt));
+  ops.qkv =
+      op_pair(graph, matmul_op(sb, qkv_cols, h, fwd, dt), matmul_op(sb, qkv_cols, h, bwd, dt));
   ops.attention =
       op_pair(graph, attention_op(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, fwd, dt),
               attention_op(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, bwd, dt));
@@ -54,14 +55,14 @@ OpTable build_op_table(const LoweringContext& ctx, TaskGraph& graph) {
   ops.residual = op_pair(graph, elementwise_op(rows * h, 2, residual_tensors, fwd, dt),
                          elementwise_op(rows * h, 2, residual_tensors, bwd, dt), replicated);
   const int64_t up_cols = (swiglu ? 2 : 1) * f;
-  ops.mlp_up = op_pair(graph, matmul_op(sb, up_cols, h, fwd, dt), matmul_op(sb, up_cols, h, bwd, dt));
+  ops.mlp_up =
+      op_pair(graph, matmul_op(sb, up_cols, h, fwd, dt), matmul_op(sb, up_cols, h, bwd, dt));
   ops.mlp_act = op_pair(graph, elementwise_op(sb * f, act_flops, act_tensors, fwd, dt),
                         elementwise_op(sb * f, act_flops, act_tensors, bwd, dt));
   ops.mlp_down = op_pair(graph, matmul_op(sb, h, f, fwd, dt), matmul_op(sb, h, f, bwd, dt));
   ops.embedding =
       op_pair(graph, embedding_op(sb, h, v, fwd, dt), embedding_op(sb, h, v, bwd, dt), t > 1);
-  ops.final_norm =
-      op_pair(graph, norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt), replicated);
+  ops.final_norm = op_pair(graph, norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt), replicated);
   ops.lm_head = op_pair(graph, matmul_op(sb, v, h, fwd, dt), matmul_op(sb, v, h, bwd, dt));
   ops.loss = op_pair(graph, loss_op(sb, v, fwd), loss_op(sb, v, bwd));
   const int64_t shards = plan.zero_stage >= 1 ? plan.dp : 1;
@@ -149,10 +150,10 @@ void PassLowering::forward(const PipelineWork& work) {
                    message_tag(plan, WorkKind::kForward, work.micro_batch, vs), ctx_.pipe_bytes);
   } else {
     input = p.compute(TaskRole::kEmbedding, op.embedding.forward);
-    input = tp_collective(ctx_, state_, TaskRole::kEmbedding,
-                          plan.sequence_parallel ? CollectiveKind::kReduceScatter
-                                                 : CollectiveKind::kAllReduce,
-                          ctx_.tp_message_bytes, input);
+    input = tp_collective(
+        ctx_, state_, TaskRole::kEmbedding,
+        plan.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
+        ctx_.tp_message_bytes, input);
   }
   const int64_t first = ctx_.first_layer(stage, work.chunk);
   const int64_t count = ctx_.chunk_layers(stage);
@@ -173,17 +174,18 @@ void PassLowering::forward(const PipelineWork& work) {
   if (ctx_.last_virtual_stage(stage, work.chunk)) {
     p.alloc(Stream::kCompute, BufferClass::kHeadActivations, ctx_.head_bytes);
     const TaskId norm = p.compute(TaskRole::kFinalNorm, op.final_norm.forward);
-    const TaskId head_in = plan.sequence_parallel
-                               ? tp_collective(ctx_, state_, TaskRole::kLmHead,
-                                               CollectiveKind::kAllGather, ctx_.tp_message_bytes, norm)
-                               : norm;
+    const TaskId head_in = plan.sequence_parallel ? tp_collective(ctx_, state_, TaskRole::kLmHead,
+                                                                  CollectiveKind::kAllGather,
+                                                                  ctx_.tp_message_bytes, norm)
+                                                  : norm;
     p.compute(TaskRole::kLmHead, op.lm_head.forward, {head_in});
     TaskId loss = p.compute(TaskRole::kLoss, op.loss.forward);
     // Vocabulary-parallel cross-entropy: all-reduce the max logit, the target logit and the sum
     // of exponentials over the vocabulary shards (fp32, one value per token each).
     const int64_t per_token = 4 * plan.seq_len * plan.micro_batch;
     for (int i = 0; i < 3; ++i) {
-      loss = tp_collective(ctx_, state_, TaskRole::kLoss, CollectiveKind::kAllReduce, per_token, loss);
+      loss =
+          tp_collective(ctx_, state_, TaskRole::kLoss, CollectiveKind::kAllReduce, per_token, loss);
     }
     return;
   }
@@ -246,10 +248,11 @@ void PassLowering::backward(const PipelineWork& work) {
   if (receives) p.release(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
 
   if (ctx_.first_virtual_stage(stage, work.chunk)) {
-    const TaskId grad_in = plan.sequence_parallel
-                               ? tp_collective(ctx_, state_, TaskRole::kEmbedding,
-                                               CollectiveKind::kAllGather, ctx_.tp_message_bytes, grad)
-                               : grad;
+    const TaskId grad_in =
+        plan.sequence_parallel
+            ? tp_collective(ctx_, state_, TaskRole::kEmbedding, CollectiveKind::kAllGather,
+                            ctx_.tp_message_bytes, grad)
+            : grad;
     const TaskId embedding = p.compute(TaskRole::kEmbedding, op.embedding.backward, {grad_in});
     sync_gradients(ctx_, state_, ctx_.sizes.embedding * e, last_pass, embedding);
     embedding_grads_ = embedding;
@@ -300,13 +303,15 @@ TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,
   TaskGraph graph(mode, plan.dp, plan.tp, plan.pp);
   const LoweringContext ctx(model, plan, gpus_per_node, graph);
   std::vector<StageSchedule> schedules;
-  for (int64_t stage = 0; stage < plan.pp; ++stage) schedules.push_back(build_schedule(plan, stage));
+  for (int64_t stage = 0; stage < plan.pp; ++stage)
+    schedules.push_back(build_schedule(plan, stage));
 
   std::vector<int64_t> ranks;
   if (mode == GraphMode::kFull) {
     for (int64_t rank = 0; rank < ctx.layout.world_size(); ++rank) ranks.push_back(rank);
   } else {
-    for (int64_t stage = 0; stage < plan.pp; ++stage) ranks.push_back(ctx.layout.rank_of(0, stage, 0));
+    for (int64_t stage = 0; stage < plan.pp; ++stage)
+      ranks.push_back(ctx.layout.rank_of(0, stage, 0));
   }
   for (const int64_t rank : ranks) {
     const RankCoord c = ctx.layout.coord(rank);

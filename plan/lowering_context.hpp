@@ -35,19 +35,21 @@ struct LoweringContext {
   std::vector<int64_t> stage_layers;
   std::vector<int64_t> stage_params;
   OpTable ops;
-  int64_t tp_message_bytes = 0;     // a (s b h) activation crossing a TP collective
-  int64_t stored_bytes = 0;         // what a layer keeps for its backward (recompute mode)
-  int64_t full_layer_bytes = 0;     // everything a layer stores without recompute
-  int64_t scores_bytes = 0;         // the attention scores selective recompute rebuilds
-  int64_t layer_input_bytes = 0;    // the full-recompute checkpoint
+  int64_t tp_message_bytes = 0;   // a (s b h) activation crossing a TP collective
+  int64_t stored_bytes = 0;       // what a layer keeps for its backward (recompute mode)
+  int64_t full_layer_bytes = 0;   // everything a layer stores without recompute
+  int64_t scores_bytes = 0;       // the attention scores selective recompute rebuilds
+  int64_t layer_input_bytes = 0;  // the full-recompute checkpoint
   int64_t head_bytes = 0;
-  int64_t pipe_bytes = 0;           // one pipeline message
-  int64_t layer_grad_bytes = 0;     // a layer's gradients on one TP rank
-  int64_t layer_param_bytes = 0;    // a layer's parameters on one TP rank (working precision)
+  int64_t pipe_bytes = 0;         // one pipeline message
+  int64_t layer_grad_bytes = 0;   // a layer's gradients on one TP rank
+  int64_t layer_param_bytes = 0;  // a layer's parameters on one TP rank (working precision)
 
   // First global layer and layer count of model chunk `chunk` on `stage`.
   int64_t first_layer(int64_t stage, int64_t chunk) const;
-  int64_t chunk_layers(int64_t stage) const { return stage_layers[static_cast<size_t>(stage)] / plan.vpp; }
+  int64_t chunk_layers(int64_t stage) const {
+    return stage_layers[static_cast<size_t>(stage)] / plan.vpp;
+  }
   bool first_virtual_stage(int64_t stage, int64_t chunk) const { return stage == 0 && chunk == 0; }
   bool last_virtual_stage(int64_t stage, int64_t chunk) const {
     return stage == plan.pp - 1 && chunk == plan.vpp - 1;
@@ -70,9 +72,9 @@ struct RankState {
   RankProgram& program;
   int64_t stage;
   RankGroups groups;
-  std::vector<TaskId> grad_syncs;      // DP gradient collectives the optimizer waits for
-  TaskId last_gathered_free = kNoTask; // ZeRO-3: release of the most recently freed layer
-  std::vector<int64_t> backwards_done; // per chunk: backward passes emitted so far
+  std::vector<TaskId> grad_syncs;       // DP gradient collectives the optimizer waits for
+  TaskId last_gathered_free = kNoTask;  // ZeRO-3: release of the most recently freed layer
+  std::vector<int64_t> backwards_done;  // per chunk: backward passes emitted so far
 };
 
 // Layer lowering (layer_lowering.cpp), with the layer's memory tasks and recompute. Each returns

@@ -43,17 +43,17 @@ struct MemoryBreakdown {
 struct StageMemory {
   int64_t stage = 0;
   int64_t layers = 0;
-  int64_t parameters = 0;      // held by one GPU of the stage before ZeRO sharding
-  MemoryBreakdown at_peak;     // the breakdown at the moment of the peak
-  int64_t peak_bytes = 0;      // at_peak.total()
+  int64_t parameters = 0;   // held by one GPU of the stage before ZeRO sharding
+  MemoryBreakdown at_peak;  // the breakdown at the moment of the peak
+  int64_t peak_bytes = 0;   // at_peak.total()
 };
 
 struct MemoryPlan {
   std::vector<StageMemory> stages;
-  int64_t peak_bytes = 0;      // the largest stage peak
-  int64_t device_bytes = 0;    // the device's memory
+  int64_t peak_bytes = 0;    // the largest stage peak
+  int64_t device_bytes = 0;  // the device's memory
   bool fits = false;
-  int64_t shortfall_bytes = 0; // how much the largest stage misses by (0 when it fits)
+  int64_t shortfall_bytes = 0;  // how much the largest stage misses by (0 when it fits)
 };
 
 MemoryPlan plan_memory(const TaskGraph& graph, const ModelSpec& model, const ParallelPlan& plan,

@@ -30,7 +30,8 @@ std::vector<int64_t> layers_per_stage(const ParallelPlan& plan, const ModelSpec&
   const int64_t middle_layers = model.layers - plan.first_stage_layers - plan.last_stage_layers;
   layers.front() = plan.first_stage_layers;
   layers.back() = plan.last_stage_layers;
-  for (int64_t s = 1; s + 1 < plan.pp; ++s) layers[static_cast<size_t>(s)] = middle_layers / middle_stages;
+  for (int64_t s = 1; s + 1 < plan.pp; ++s)
+    layers[static_cast<size_t>(s)] = middle_layers / middle_stages;
   return layers;
 }
 
@@ -40,7 +41,8 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
     throw InputError(where, field, problem, fix);
   };
   const auto positive = [&](int64_t value, const char* field) {
-    if (value < 1) fail(field, fmt::format("must be at least 1, found {}", value), "use a value >= 1");
+    if (value < 1)
+      fail(field, fmt::format("must be at least 1, found {}", value), "use a value >= 1");
   };
   positive(plan.dp, "dp (--dp)");
   positive(plan.tp, "tp (--tp)");
@@ -54,18 +56,21 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
          "use 0 (none), 1 (optimizer states), 2 (+ gradients) or 3 (+ parameters)");
   }
   if (model.heads % plan.tp != 0) {
-    fail("tp (--tp)", fmt::format("tp {} does not divide the {} attention heads of {}", plan.tp,
-                                  model.heads, model.name),
+    fail("tp (--tp)",
+         fmt::format("tp {} does not divide the {} attention heads of {}", plan.tp, model.heads,
+                     model.name),
          fmt::format("use a tp that divides {}: {}", model.heads, divisors_of(model.heads)));
   }
   if (model.kv_heads % plan.tp != 0) {
-    fail("tp (--tp)", fmt::format("tp {} does not divide the {} key/value heads of {}", plan.tp,
-                                  model.kv_heads, model.name),
+    fail("tp (--tp)",
+         fmt::format("tp {} does not divide the {} key/value heads of {}", plan.tp, model.kv_heads,
+                     model.name),
          fmt::format("use a tp that divides {}: {}", model.kv_heads, divisors_of(model.kv_heads)));
   }
   if (model.ffn_hidden % plan.tp != 0) {
-    fail("tp (--tp)", fmt::format("tp {} does not divide the MLP width {} of {}", plan.tp,
-                                  model.ffn_hidden, model.name),
+    fail("tp (--tp)",
+         fmt::format("tp {} does not divide the MLP width {} of {}", plan.tp, model.ffn_hidden,
+                     model.name),
          "use a tp that divides the MLP width");
   }
   if (plan.seq_len > model.max_seq && model.position == PositionKind::kLearned) {
@@ -79,10 +84,11 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
          "drop --sequence-parallel or raise --tp");
   }
   if (plan.sequence_parallel && plan.seq_len % plan.tp != 0) {
-    fail("seq_len (--seq-len)",
-         fmt::format("sequence parallelism splits the sequence over tp {}, which does not divide {}",
-                     plan.tp, plan.seq_len),
-         "use a sequence length divisible by tp");
+    fail(
+        "seq_len (--seq-len)",
+        fmt::format("sequence parallelism splits the sequence over tp {}, which does not divide {}",
+                    plan.tp, plan.seq_len),
+        "use a sequence length divisible by tp");
   }
   if (gpus_asked && plan.gpus() != *gpus_asked) {
     fail("dp (--dp)",
@@ -149,18 +155,24 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
 
 const char* to_string(ScheduleKind kind) {
   switch (kind) {
-    case ScheduleKind::kGpipe: return "gpipe";
-    case ScheduleKind::k1F1B: return "1f1b";
-    case ScheduleKind::kInterleaved: return "interleaved";
+    case ScheduleKind::kGpipe:
+      return "gpipe";
+    case ScheduleKind::k1F1B:
+      return "1f1b";
+    case ScheduleKind::kInterleaved:
+      return "interleaved";
   }
   return "?";
 }
 
 const char* to_string(RecomputeKind kind) {
   switch (kind) {
-    case RecomputeKind::kNone: return "none";
-    case RecomputeKind::kSelective: return "selective";
-    case RecomputeKind::kFull: return "full";
+    case RecomputeKind::kNone:
+      return "none";
+    case RecomputeKind::kSelective:
+      return "selective";
+    case RecomputeKind::kFull:
+      return "full";
   }
   return "?";
 }

@@ -21,10 +21,10 @@ struct ParallelPlan {
   int64_t dp = 1;
   int64_t tp = 1;
   int64_t pp = 1;
-  int64_t vpp = 1;            // model chunks per pipeline stage; > 1 only with interleaved
-  int64_t zero_stage = 0;     // 0: plain DP; 1: optimizer states; 2: + gradients; 3: + parameters
-  int64_t micro_batch = 1;    // sequences per micro-batch per DP replica
-  int64_t global_batch = 1;   // sequences per step over all DP replicas
+  int64_t vpp = 1;           // model chunks per pipeline stage; > 1 only with interleaved
+  int64_t zero_stage = 0;    // 0: plain DP; 1: optimizer states; 2: + gradients; 3: + parameters
+  int64_t micro_batch = 1;   // sequences per micro-batch per DP replica
+  int64_t global_batch = 1;  // sequences per step over all DP replicas
   int64_t seq_len = 2048;
   RecomputeKind recompute = RecomputeKind::kNone;
   bool sequence_parallel = false;

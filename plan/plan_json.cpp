@@ -16,7 +16,8 @@ Enum parse_name(const std::string& name, const std::pair<const char*, Enum> (&na
     if (name == text) return value;
     known.push_back(text);
   }
-  throw InputError(where, field, fmt::format("'{}' is not one of: {}", name, fmt::join(known, ", ")),
+  throw InputError(where, field,
+                   fmt::format("'{}' is not one of: {}", name, fmt::join(known, ", ")),
                    fmt::format("use one of: {}", fmt::join(known, ", ")));
 }
 
@@ -31,10 +32,20 @@ constexpr std::pair<const char*, RecomputeKind> kRecomputes[] = {
 constexpr std::pair<const char*, DType> kDtypes[] = {
     {"bf16", DType::kBf16}, {"fp16", DType::kFp16}, {"fp32", DType::kFp32}};
 
-constexpr std::string_view kPlanKeys[] = {
-    "dp",       "tp",       "pp",       "vpp",      "zero_stage",        "micro_batch",
-    "global_batch", "seq_len", "recompute", "sequence_parallel", "schedule", "dtype",
-    "first_stage_layers", "last_stage_layers"};
+constexpr std::string_view kPlanKeys[] = {"dp",
+                                          "tp",
+                                          "pp",
+                                          "vpp",
+                                          "zero_stage",
+                                          "micro_batch",
+                                          "global_batch",
+                                          "seq_len",
+                                          "recompute",
+                                          "sequence_parallel",
+                                          "schedule",
+                                          "dtype",
+                                          "first_stage_layers",
+                                          "last_stage_layers"};
 
 }  // namespace
 
@@ -68,13 +79,13 @@ ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan) {
   set_count("first_stage_layers", plan.first_stage_layers);
   set_count("last_stage_layers", plan.last_stage_layers);
   if (fields.has("recompute")) {
-    plan.recompute = parse_recompute(fields.string("recompute"), fields.where(),
-                                     fields.field_name("recompute"));
+    plan.recompute =
+        parse_recompute(fields.string("recompute"), fields.where(), fields.field_name("recompute"));
   }
   plan.sequence_parallel = fields.boolean("sequence_parallel", plan.sequence_parallel);
   if (fields.has("schedule")) {
-    plan.schedule = parse_schedule(fields.string("schedule"), fields.where(),
-                                   fields.field_name("schedule"));
+    plan.schedule =
+        parse_schedule(fields.string("schedule"), fields.where(), fields.field_name("schedule"));
   }
   if (fields.has("dtype")) {
     plan.dtype = parse_dtype(fields.string("dtype"), fields.where(), fields.field_name("dtype"));

@@ -41,7 +41,8 @@ TaskId RankProgram::compute(TaskRole role, int32_t op, std::span<const TaskId> d
 
 TaskId RankProgram::collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group,
                                int64_t bytes, std::initializer_list<TaskId> deps) {
-  return collective(role, stream, kind, group, bytes, std::span<const TaskId>(deps.begin(), deps.size()));
+  return collective(role, stream, kind, group, bytes,
+                    std::span<const TaskId>(deps.begin(), deps.size()));
 }
 
 TaskId RankProgram::collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group,

@@ -32,10 +32,10 @@ class RankProgram {
   // `deps` may hold kNoTask entries, which are ignored.
   TaskId compute(TaskRole role, int32_t op, std::initializer_list<TaskId> deps = {});
   TaskId compute(TaskRole role, int32_t op, std::span<const TaskId> deps);
-  TaskId collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group,
-                    int64_t bytes, std::initializer_list<TaskId> deps = {});
-  TaskId collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group,
-                    int64_t bytes, std::span<const TaskId> deps);
+  TaskId collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group, int64_t bytes,
+                    std::initializer_list<TaskId> deps = {});
+  TaskId collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group, int64_t bytes,
+                    std::span<const TaskId> deps);
   TaskId send(TaskRole role, int32_t peer, int32_t tag, int64_t bytes,
               std::initializer_list<TaskId> deps = {});
   TaskId recv(TaskRole role, int32_t peer, int32_t tag, int64_t bytes,

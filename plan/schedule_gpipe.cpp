@@ -12,8 +12,10 @@ StageSchedule gpipe_schedule(int64_t micro_batches) {
 
 StageSchedule build_schedule(const ParallelPlan& plan, int64_t stage) {
   switch (plan.schedule) {
-    case ScheduleKind::kGpipe: return gpipe_schedule(plan.micro_batches());
-    case ScheduleKind::k1F1B: return one_f_one_b_schedule(stage, plan.pp, plan.micro_batches());
+    case ScheduleKind::kGpipe:
+      return gpipe_schedule(plan.micro_batches());
+    case ScheduleKind::k1F1B:
+      return one_f_one_b_schedule(stage, plan.pp, plan.micro_batches());
     case ScheduleKind::kInterleaved:
       return interleaved_schedule(stage, plan.pp, plan.micro_batches(), plan.vpp);
   }

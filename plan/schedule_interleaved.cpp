@@ -23,10 +23,9 @@ StageSchedule interleaved_schedule(int64_t stage, int64_t stages, int64_t micro_
   STRATA_ASSERT(micro_batches % stages == 0,
                 "interleaved schedule needs micro-batches divisible by the pipeline size");
   const int64_t total = micro_batches * chunks;
-  const int64_t warmup =
-      micro_batches == stages
-          ? total
-          : std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
+  const int64_t warmup = micro_batches == stages
+                             ? total
+                             : std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
   const int64_t remaining = total - warmup;
   StageSchedule order;
   order.reserve(static_cast<size_t>(2 * total));

@@ -24,8 +24,8 @@ TaskId gather_layer_params(const LoweringContext& ctx, RankState& state) {
 
 void release_layer_params(const LoweringContext& ctx, RankState& state, TaskId after) {
   if (!gathers_parameters(ctx)) return;
-  state.last_gathered_free = state.program.release(
-      Stream::kCompute, BufferClass::kGatheredParams, ctx.layer_param_bytes, {after});
+  state.last_gathered_free = state.program.release(Stream::kCompute, BufferClass::kGatheredParams,
+                                                   ctx.layer_param_bytes, {after});
 }
 
 // ZeRO 0 all-reduces and ZeRO 1 reduce-scatters each block once, after its last micro-batch;
@@ -35,9 +35,10 @@ void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t bytes,
   if (ctx.plan.dp == 1 || bytes == 0) return;
   const int64_t zero = ctx.plan.zero_stage;
   if (zero < 2 && !last_pass) return;
-  const CollectiveKind kind = zero == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
-  state.grad_syncs.push_back(state.program.collective(
-      TaskRole::kGradSync, Stream::kDpComm, kind, state.groups.dp, bytes, {after}));
+  const CollectiveKind kind =
+      zero == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
+  state.grad_syncs.push_back(state.program.collective(TaskRole::kGradSync, Stream::kDpComm, kind,
+                                                      state.groups.dp, bytes, {after}));
 }
 
 void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId embedding_grads) {
@@ -47,10 +48,9 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
   // The first and last stage each hold a copy of a tied embedding; their gradients are summed
   // (Megatron-LM's embedding group).
   if (state.groups.embedding >= 0) {
-    state.grad_syncs.push_back(p.collective(TaskRole::kEmbeddingGradSync, Stream::kDpComm,
-                                            CollectiveKind::kAllReduce, state.groups.embedding,
-                                            ctx.sizes.vocab_shard * ctx.model.hidden * e,
-                                            {embedding_grads}));
+    state.grad_syncs.push_back(p.collective(
+        TaskRole::kEmbeddingGradSync, Stream::kDpComm, CollectiveKind::kAllReduce,
+        state.groups.embedding, ctx.sizes.vocab_shard * ctx.model.hidden * e, {embedding_grads}));
   }
   // Gradient clipping needs the global norm: a scalar all-reduce over the ranks holding distinct
   // gradient shards.
@@ -60,8 +60,9 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
                          state.groups.grad_norm, 4, state.grad_syncs);
   }
   const int32_t optimizer_op = ctx.ops.optimizer[static_cast<size_t>(state.stage)];
-  const TaskId step = ready != kNoTask ? p.compute(TaskRole::kOptimizer, optimizer_op, {ready})
-                                       : p.compute(TaskRole::kOptimizer, optimizer_op, state.grad_syncs);
+  const TaskId step = ready != kNoTask
+                          ? p.compute(TaskRole::kOptimizer, optimizer_op, {ready})
+                          : p.compute(TaskRole::kOptimizer, optimizer_op, state.grad_syncs);
   // ZeRO 1 and 2: each rank updated its shard; gather the updated parameters, one block per
   // layer and one for the embedding or head.
   if ((ctx.plan.zero_stage == 1 || ctx.plan.zero_stage == 2) && ctx.plan.dp > 1) {

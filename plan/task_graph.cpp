@@ -11,9 +11,11 @@ bool counts_as_activations(BufferClass buffer) {
     case BufferClass::kActivations:
     case BufferClass::kLayerInput:
     case BufferClass::kAttentionScores:
-    case BufferClass::kHeadActivations: return true;
+    case BufferClass::kHeadActivations:
+      return true;
     case BufferClass::kPipelineBuffer:
-    case BufferClass::kGatheredParams: return false;
+    case BufferClass::kGatheredParams:
+      return false;
   }
   return false;
 }
@@ -53,9 +55,9 @@ std::span<const TaskId> TaskGraph::deps(TaskId id) const {
 }
 
 int64_t TaskGraph::footprint_bytes() const {
-  int64_t bytes = static_cast<int64_t>(tasks_.capacity() * sizeof(Task) +
-                                       deps_.capacity() * sizeof(TaskId) +
-                                       ops_.capacity() * sizeof(OpShape));
+  int64_t bytes =
+      static_cast<int64_t>(tasks_.capacity() * sizeof(Task) + deps_.capacity() * sizeof(TaskId) +
+                           ops_.capacity() * sizeof(OpShape));
   for (const auto& group : groups_) {
     bytes += static_cast<int64_t>(sizeof(CommGroup) + 2 * group.ranks.capacity() * sizeof(int32_t));
   }
@@ -64,93 +66,144 @@ int64_t TaskGraph::footprint_bytes() const {
 
 const char* to_string(Stream stream) {
   switch (stream) {
-    case Stream::kCompute: return "compute";
-    case Stream::kTpComm: return "tp-comm";
-    case Stream::kDpComm: return "dp-comm";
-    case Stream::kPpSend: return "pp-send";
-    case Stream::kPpRecv: return "pp-recv";
+    case Stream::kCompute:
+      return "compute";
+    case Stream::kTpComm:
+      return "tp-comm";
+    case Stream::kDpComm:
+      return "dp-comm";
+    case Stream::kPpSend:
+      return "pp-send";
+    case Stream::kPpRecv:
+      return "pp-recv";
   }
   return "?";
 }
 
 const char* to_string(Phase phase) {
   switch (phase) {
-    case Phase::kForward: return "fwd";
-    case Phase::kBackward: return "bwd";
-    case Phase::kRecompute: return "recompute";
-    case Phase::kOptimizer: return "optimizer";
+    case Phase::kForward:
+      return "fwd";
+    case Phase::kBackward:
+      return "bwd";
+    case Phase::kRecompute:
+      return "recompute";
+    case Phase::kOptimizer:
+      return "optimizer";
   }
   return "?";
 }
 
 const char* to_string(TaskKind kind) {
   switch (kind) {
-    case TaskKind::kCompute: return "compute";
-    case TaskKind::kCollective: return "collective";
-    case TaskKind::kP2p: return "p2p";
-    case TaskKind::kMemory: return "memory";
+    case TaskKind::kCompute:
+      return "compute";
+    case TaskKind::kCollective:
+      return "collective";
+    case TaskKind::kP2p:
+      return "p2p";
+    case TaskKind::kMemory:
+      return "memory";
   }
   return "?";
 }
 
 const char* to_string(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::kAllReduce: return "all-reduce";
-    case CollectiveKind::kReduceScatter: return "reduce-scatter";
-    case CollectiveKind::kAllGather: return "all-gather";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kAllToAll: return "all-to-all";
+    case CollectiveKind::kAllReduce:
+      return "all-reduce";
+    case CollectiveKind::kReduceScatter:
+      return "reduce-scatter";
+    case CollectiveKind::kAllGather:
+      return "all-gather";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kAllToAll:
+      return "all-to-all";
   }
   return "?";
 }
 
 const char* to_string(GroupKind kind) {
   switch (kind) {
-    case GroupKind::kTp: return "tp";
-    case GroupKind::kDp: return "dp";
-    case GroupKind::kEmbedding: return "embedding";
-    case GroupKind::kModelParallel: return "model-parallel";
-    case GroupKind::kWorld: return "world";
+    case GroupKind::kTp:
+      return "tp";
+    case GroupKind::kDp:
+      return "dp";
+    case GroupKind::kEmbedding:
+      return "embedding";
+    case GroupKind::kModelParallel:
+      return "model-parallel";
+    case GroupKind::kWorld:
+      return "world";
   }
   return "?";
 }
 
 const char* to_string(BufferClass buffer) {
   switch (buffer) {
-    case BufferClass::kActivations: return "activations";
-    case BufferClass::kLayerInput: return "layer_input";
-    case BufferClass::kAttentionScores: return "attention_scores";
-    case BufferClass::kHeadActivations: return "head_activations";
-    case BufferClass::kPipelineBuffer: return "pipeline_buffer";
-    case BufferClass::kGatheredParams: return "gathered_params";
+    case BufferClass::kActivations:
+      return "activations";
+    case BufferClass::kLayerInput:
+      return "layer_input";
+    case BufferClass::kAttentionScores:
+      return "attention_scores";
+    case BufferClass::kHeadActivations:
+      return "head_activations";
+    case BufferClass::kPipelineBuffer:
+      return "pipeline_buffer";
+    case BufferClass::kGatheredParams:
+      return "gathered_params";
   }
   return "?";
 }
 
 const char* to_string(TaskRole role) {
   switch (role) {
-    case TaskRole::kNorm1: return "norm1";
-    case TaskRole::kQkv: return "qkv";
-    case TaskRole::kAttention: return "attention";
-    case TaskRole::kAttnOut: return "attn_out";
-    case TaskRole::kAttnResidual: return "attn_residual";
-    case TaskRole::kNorm2: return "norm2";
-    case TaskRole::kMlpUp: return "mlp_up";
-    case TaskRole::kMlpAct: return "mlp_act";
-    case TaskRole::kMlpDown: return "mlp_down";
-    case TaskRole::kMlpResidual: return "mlp_residual";
-    case TaskRole::kEmbedding: return "embedding";
-    case TaskRole::kFinalNorm: return "final_norm";
-    case TaskRole::kLmHead: return "lm_head";
-    case TaskRole::kLoss: return "loss";
-    case TaskRole::kPipeActivation: return "activation";
-    case TaskRole::kPipeGradient: return "gradient";
-    case TaskRole::kGradSync: return "grad_sync";
-    case TaskRole::kParamGather: return "param_gather";
-    case TaskRole::kEmbeddingGradSync: return "embedding_grad_sync";
-    case TaskRole::kGradNorm: return "grad_norm";
-    case TaskRole::kOptimizer: return "optimizer";
-    case TaskRole::kLayerBuffer: return "buffer";
+    case TaskRole::kNorm1:
+      return "norm1";
+    case TaskRole::kQkv:
+      return "qkv";
+    case TaskRole::kAttention:
+      return "attention";
+    case TaskRole::kAttnOut:
+      return "attn_out";
+    case TaskRole::kAttnResidual:
+      return "attn_residual";
+    case TaskRole::kNorm2:
+      return "norm2";
+    case TaskRole::kMlpUp:
+      return "mlp_up";
+    case TaskRole::kMlpAct:
+      return "mlp_act";
+    case TaskRole::kMlpDown:
+      return "mlp_down";
+    case TaskRole::kMlpResidual:
+      return "mlp_residual";
+    case TaskRole::kEmbedding:
+      return "embedding";
+    case TaskRole::kFinalNorm:
+      return "final_norm";
+    case TaskRole::kLmHead:
+      return "lm_head";
+    case TaskRole::kLoss:
+      return "loss";
+    case TaskRole::kPipeActivation:
+      return "activation";
+    case TaskRole::kPipeGradient:
+      return "gradient";
+    case TaskRole::kGradSync:
+      return "grad_sync";
+    case TaskRole::kParamGather:
+      return "param_gather";
+    case TaskRole::kEmbeddingGradSync:
+      return "embedding_grad_sync";
+    case TaskRole::kGradNorm:
+      return "grad_norm";
+    case TaskRole::kOptimizer:
+      return "optimizer";
+    case TaskRole::kLayerBuffer:
+      return "buffer";
   }
   return "?";
 }
@@ -163,14 +216,15 @@ std::string task_name(const TaskGraph& graph, const Task& task) {
   if (task.micro_batch >= 0) name += fmt::format(" mb{}", task.micro_batch);
   name += fmt::format(" {}", to_string(task.role));
   switch (task.kind) {
-    case TaskKind::kCompute: break;
+    case TaskKind::kCompute:
+      break;
     case TaskKind::kCollective:
       name += fmt::format(" {} {}", to_string(graph.group(task.group).kind),
                           to_string(task.collective));
       break;
     case TaskKind::kP2p:
-      name += fmt::format(" {} r{}", task.p2p == P2pKind::kSend ? "send to" : "recv from",
-                          task.peer);
+      name +=
+          fmt::format(" {} r{}", task.p2p == P2pKind::kSend ? "send to" : "recv from", task.peer);
       break;
     case TaskKind::kMemory:
       name += fmt::format(" {} {}", task.memory == MemoryAction::kAlloc ? "alloc" : "free",

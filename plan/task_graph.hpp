@@ -38,7 +38,13 @@ inline constexpr int kStreamCount = 5;
 
 enum class Phase : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
 enum class TaskKind : uint8_t { kCompute, kCollective, kP2p, kMemory };
-enum class CollectiveKind : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kAllToAll };
+enum class CollectiveKind : uint8_t {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kAllToAll
+};
 enum class GroupKind : uint8_t {
   kTp,             // tensor-parallel peers (one node)
   kDp,             // data-parallel replicas of one shard
@@ -62,12 +68,28 @@ bool counts_as_activations(BufferClass buffer);
 
 // Which op of the model a task belongs to.
 enum class TaskRole : uint8_t {
-  kNorm1, kQkv, kAttention, kAttnOut, kAttnResidual, kNorm2, kMlpUp, kMlpAct, kMlpDown,
-  kMlpResidual,                            // transformer layer
-  kEmbedding, kFinalNorm, kLmHead, kLoss,  // first and last stage
-  kPipeActivation, kPipeGradient,          // pipeline p2p
-  kGradSync, kParamGather, kEmbeddingGradSync, kGradNorm, kOptimizer,  // data parallel and step
-  kLayerBuffer,                            // memory tasks of a layer's buffers
+  kNorm1,
+  kQkv,
+  kAttention,
+  kAttnOut,
+  kAttnResidual,
+  kNorm2,
+  kMlpUp,
+  kMlpAct,
+  kMlpDown,
+  kMlpResidual,  // transformer layer
+  kEmbedding,
+  kFinalNorm,
+  kLmHead,
+  kLoss,  // first and last stage
+  kPipeActivation,
+  kPipeGradient,  // pipeline p2p
+  kGradSync,
+  kParamGather,
+  kEmbeddingGradSync,
+  kGradNorm,
+  kOptimizer,    // data parallel and step
+  kLayerBuffer,  // memory tasks of a layer's buffers
 };
 
 const char* to_string(Stream stream);
@@ -89,15 +111,15 @@ struct Task {
   int32_t micro_batch = -1;  // -1 for once-per-step tasks
   uint32_t first_dep = 0;    // into TaskGraph::deps()
   uint32_t dep_count = 0;
-  int32_t op = -1;           // compute: index into ops()
-  int32_t group = -1;        // collective: index into groups()
-  int32_t peer = -1;         // p2p: the other rank
-  int32_t tag = 0;           // p2p: matches a send with its recv
+  int32_t op = -1;     // compute: index into ops()
+  int32_t group = -1;  // collective: index into groups()
+  int32_t peer = -1;   // p2p: the other rank
+  int32_t tag = 0;     // p2p: matches a send with its recv
   CollectiveKind collective = CollectiveKind::kAllReduce;
   P2pKind p2p = P2pKind::kSend;
   MemoryAction memory = MemoryAction::kAlloc;
   BufferClass buffer = BufferClass::kActivations;
-  int64_t bytes = 0;         // collective, p2p and memory size
+  int64_t bytes = 0;  // collective, p2p and memory size
 };
 
 struct CommGroup {

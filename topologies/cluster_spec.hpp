@@ -23,16 +23,16 @@ struct ClusterSpec {
   std::string name;
   DeviceSpec device;
   int64_t gpus_per_node = 0;
-  int64_t max_nodes = 0;           // 0: as many nodes as the plan asks for
+  int64_t max_nodes = 0;  // 0: as many nodes as the plan asks for
   IntraNodeFabric intra_node = IntraNodeFabric::kNvSwitch;
-  LinkSpec nvlink;                 // per GPU to the NVSwitch (or the mesh), per direction
-  LinkSpec pcie;                   // GPU to host / NIC
+  LinkSpec nvlink;  // per GPU to the NVSwitch (or the mesh), per direction
+  LinkSpec pcie;    // GPU to host / NIC
   int64_t nics_per_node = 0;
-  LinkSpec nic;                    // per NIC, per direction
+  LinkSpec nic;  // per NIC, per direction
   InterNodeTopology inter_node = InterNodeTopology::kFatTree;
-  double oversubscription = 1.0;   // leaf up-links : down-links; 1 = non-blocking
-  int64_t nodes_per_leaf = 0;      // nodes under one leaf switch (rail: per rail group)
-  int64_t switch_latency_ns = 0;   // per switch hop
+  double oversubscription = 1.0;      // leaf up-links : down-links; 1 = non-blocking
+  int64_t nodes_per_leaf = 0;         // nodes under one leaf switch (rail: per rail group)
+  int64_t switch_latency_ns = 0;      // per switch hop
   double price_usd_per_gpu_hour = 0;  // defaults to the device's price; overridable per cluster
 
   int64_t nodes_for(int64_t gpus) const { return (gpus + gpus_per_node - 1) / gpus_per_node; }

@@ -12,18 +12,18 @@
 namespace strata {
 
 struct DeviceSpec {
-  std::string name;                      // e.g. "h100-sxm"
-  double peak_bf16_flops = 0;            // dense peak, FLOP/s (no sparsity)
+  std::string name;            // e.g. "h100-sxm"
+  double peak_bf16_flops = 0;  // dense peak, FLOP/s (no sparsity)
   double peak_fp16_flops = 0;
-  double peak_fp32_flops = 0;            // plain FP32 (not TF32)
-  double peak_tf32_flops = 0;            // 0 when the device has no TF32
-  double peak_fp8_flops = 0;             // 0 when the device has no FP8
-  double measured_matmul_bf16_flops = 0; // best measured bf16 GEMM (MAMF); 0 when unknown
-  int64_t hbm_bytes = 0;                 // memory capacity, bytes (GB = 1e9 as the datasheet)
-  double hbm_bw_gbps = 0;                // memory bandwidth, GB/s
-  int64_t launch_overhead_ns = 0;        // per-kernel launch cost
-  double price_usd_per_hour = 0;         // assumption, overridable: on-demand cloud price per GPU
-  double tdp_watts = 0;                  // 0 when unknown
+  double peak_fp32_flops = 0;             // plain FP32 (not TF32)
+  double peak_tf32_flops = 0;             // 0 when the device has no TF32
+  double peak_fp8_flops = 0;              // 0 when the device has no FP8
+  double measured_matmul_bf16_flops = 0;  // best measured bf16 GEMM (MAMF); 0 when unknown
+  int64_t hbm_bytes = 0;                  // memory capacity, bytes (GB = 1e9 as the datasheet)
+  double hbm_bw_gbps = 0;                 // memory bandwidth, GB/s
+  int64_t launch_overhead_ns = 0;         // per-kernel launch cost
+  double price_usd_per_hour = 0;          // assumption, overridable: on-demand cloud price per GPU
+  double tdp_watts = 0;                   // 0 when unknown
 
   // Dense peak FLOP/s for the dtype training computes in (fp32 uses TF32 tensor cores when the
   // device has them, as PyTorch and Megatron do by default for matmuls).

@@ -135,8 +135,7 @@ struct HfCase {
 //  - Mistral-7B-v0.1: 7,241,732,096 (no biases, untied);
 //  - Qwen2-0.5B: 494,032,768 (Q/K/V biases only, tied embeddings);
 //  - Pythia-160m (gpt_neox): 162,322,944 (LayerNorm, GELU, biases, untied embed_out).
-TEST_CASE("HF Mistral, Qwen2 and GPT-NeoX configs parse to their published counts",
-          "[models]") {
+TEST_CASE("HF Mistral, Qwen2 and GPT-NeoX configs parse to their published counts", "[models]") {
   const HfCase cases[] = {
       {"mistralai/Mistral-7B-v0.1", R"({
         "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
@@ -223,8 +222,8 @@ TEST_CASE("native JSON round trip through model_to_json", "[models]") {
 // The native format's defaults: kv_heads = heads, ffn_hidden = 4 * hidden, GPT-2 style
 // (layernorm, gelu, learned, tied, biases, dropout), name from the file name.
 TEST_CASE("native format defaults", "[models]") {
-  const ModelSpec model = parse_text(
-      R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "max_seq": 32})");
+  const ModelSpec model =
+      parse_text(R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "max_seq": 32})");
   CHECK(model.name == "test");
   CHECK(model.kv_heads == 4);
   CHECK(model.ffn_hidden == 256);
@@ -273,8 +272,8 @@ TEST_CASE("missing HF field is named", "[models][errors]") {
 
 // A negative count is refused, naming the field.
 TEST_CASE("negative layers are refused", "[models][errors]") {
-  const auto error = parse_error_of(
-      R"({"layers": -2, "hidden": 64, "heads": 4, "vocab": 100, "max_seq": 32})");
+  const auto error =
+      parse_error_of(R"({"layers": -2, "hidden": 64, "heads": 4, "vocab": 100, "max_seq": 32})");
   REQUIRE(error);
   CHECK(error->field() == "layers");
   CHECK_THAT(std::string(error->what()), Catch::Contains("must be at least 1, found -2"));
@@ -303,8 +302,8 @@ TEST_CASE("unknown zoo name lists the zoo", "[models][errors]") {
 
 // hidden must split evenly into heads (head_dim = hidden / heads).
 TEST_CASE("hidden not divisible by heads names heads", "[models][errors]") {
-  const auto error = parse_error_of(
-      R"({"layers": 2, "hidden": 100, "heads": 3, "vocab": 100, "max_seq": 32})");
+  const auto error =
+      parse_error_of(R"({"layers": 2, "hidden": 100, "heads": 3, "vocab": 100, "max_seq": 32})");
   REQUIRE(error);
   CHECK(error->field() == "heads");
 }
@@ -342,8 +341,8 @@ TEST_CASE("unknown native key is refused, documentation keys are not", "[models]
 
 // A wrong type or an unknown choice names the field and the accepted values.
 TEST_CASE("wrong type and unknown choice are named", "[models][errors]") {
-  const auto wrong_type = parse_error_of(
-      R"({"layers": "two", "hidden": 64, "heads": 4, "vocab": 100, "max_seq": 32})");
+  const auto wrong_type =
+      parse_error_of(R"({"layers": "two", "hidden": 64, "heads": 4, "vocab": 100, "max_seq": 32})");
   REQUIRE(wrong_type);
   CHECK(wrong_type->field() == "layers");
   const auto bad_choice = parse_error_of(

@@ -73,8 +73,8 @@ TEST_CASE("tiny-gpt is small enough to train on a CPU", "[models]") {
 TEST_CASE("parameter parts add up and the untied LM head is vocab x hidden", "[models]") {
   const ModelSpec llama = load_model("llama3-8b");
   const ParameterCount count = count_parameters(llama);
-  CHECK(count.total == llama.layers * count.per_layer + count.embedding + count.final_norm +
-                           count.lm_head);
+  CHECK(count.total ==
+        llama.layers * count.per_layer + count.embedding + count.final_norm + count.lm_head);
   CHECK(count.lm_head == 128256LL * 4096);
   CHECK(count_parameters(load_model("gpt2-124m")).lm_head == 0);
 }

@@ -38,9 +38,10 @@ TEST_CASE("concrete values set zero stage, batch sizes and dtype", "[deepspeed]"
 
 TEST_CASE("one auto value is derived from the other two", "[deepspeed]") {
   ParallelPlan plan = dp(4);
-  apply_deepspeed_config(config_from(R"({"train_batch_size": 64, "gradient_accumulation_steps": "auto",
+  apply_deepspeed_config(
+      config_from(R"({"train_batch_size": 64, "gradient_accumulation_steps": "auto",
       "train_micro_batch_size_per_gpu": 4})"),
-                         plan, std::nullopt, std::nullopt, std::nullopt);
+      plan, std::nullopt, std::nullopt, std::nullopt);
   CHECK(plan.global_batch == 64);
   CHECK(plan.micro_batch == 4);
 }
@@ -58,20 +59,23 @@ TEST_CASE("unresolvable auto and contradictions are refused by field", "[deepspe
   ParallelPlan plan = dp(2);
   const auto all_auto = config_from(R"({"train_batch_size": "auto",
       "train_micro_batch_size_per_gpu": "auto"})");
-  CHECK_THROWS_WITH(apply_deepspeed_config(all_auto, plan, std::nullopt, std::nullopt, std::nullopt),
-                    Catch::Contains("train_micro_batch_size_per_gpu") && Catch::Contains("auto"));
+  CHECK_THROWS_WITH(
+      apply_deepspeed_config(all_auto, plan, std::nullopt, std::nullopt, std::nullopt),
+      Catch::Contains("train_micro_batch_size_per_gpu") && Catch::Contains("auto"));
   const auto concrete = config_from(R"({"train_micro_batch_size_per_gpu": 4})");
-  CHECK_THROWS_WITH(apply_deepspeed_config(concrete, plan, std::nullopt, 2, std::nullopt),
-                    Catch::Contains("train_micro_batch_size_per_gpu") &&
-                        Catch::Contains("--micro-batch says 2"));
+  CHECK_THROWS_WITH(
+      apply_deepspeed_config(concrete, plan, std::nullopt, 2, std::nullopt),
+      Catch::Contains("train_micro_batch_size_per_gpu") && Catch::Contains("--micro-batch says 2"));
   const auto inconsistent = config_from(R"({"train_batch_size": 10,
       "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2})");
-  CHECK_THROWS_WITH(apply_deepspeed_config(inconsistent, plan, std::nullopt, std::nullopt, std::nullopt),
-                    Catch::Contains("train_batch_size"));
+  CHECK_THROWS_WITH(
+      apply_deepspeed_config(inconsistent, plan, std::nullopt, std::nullopt, std::nullopt),
+      Catch::Contains("train_batch_size"));
   const auto auto_stage = config_from(R"({"zero_optimization": {"stage": "auto"},
       "train_micro_batch_size_per_gpu": 1})");
-  CHECK_THROWS_WITH(apply_deepspeed_config(auto_stage, plan, std::nullopt, std::nullopt, std::nullopt),
-                    Catch::Contains("zero_optimization.stage"));
+  CHECK_THROWS_WITH(
+      apply_deepspeed_config(auto_stage, plan, std::nullopt, std::nullopt, std::nullopt),
+      Catch::Contains("zero_optimization.stage"));
   apply_deepspeed_config(auto_stage, plan, 3, std::nullopt, std::nullopt);
   CHECK(plan.zero_stage == 3);
 }

@@ -31,9 +31,9 @@ TEST_CASE("model and full-recompute hardware FLOPs equal the closed forms", "[fl
     const int64_t layers = model.layers;
     const int64_t pp = std::stoll(row.at("pp"));
     const int64_t global_batch = std::stoll(row.at("global_batch_size"));
-    ParallelPlan plan = test::make_plan(1, std::stoll(row.at("tp")), pp,
-                                        std::stoll(row.at("micro_batch_size")), global_batch,
-                                        std::stoll(row.at("seq_len")));
+    ParallelPlan plan =
+        test::make_plan(1, std::stoll(row.at("tp")), pp, std::stoll(row.at("micro_batch_size")),
+                        global_batch, std::stoll(row.at("seq_len")));
     INFO(model.name);
     const double B = static_cast<double>(global_batch);
     const double L = static_cast<double>(layers);

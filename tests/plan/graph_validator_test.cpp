@@ -79,8 +79,8 @@ TEST_CASE("collectives that differ in kind between members are found", "[validat
   graph.add_rank({0, 0});
   graph.add_rank({1, 0});
   const int32_t group = graph.add_group(GroupKind::kDp, {0, 1});
-  RankProgram(graph, 0).collective(TaskRole::kGradSync, Stream::kDpComm,
-                                   CollectiveKind::kAllReduce, group, 100);
+  RankProgram(graph, 0).collective(TaskRole::kGradSync, Stream::kDpComm, CollectiveKind::kAllReduce,
+                                   group, 100);
   RankProgram(graph, 1).collective(TaskRole::kGradSync, Stream::kDpComm,
                                    CollectiveKind::kReduceScatter, group, 100);
   CHECK(mentions(validate_graph(graph), "differs"));

@@ -27,14 +27,16 @@ void check_printed(int64_t bytes, const std::string& printed) {
 
 // Every row of zero_memory.csv, every ZeRO stage: our model-state bytes match the paper's
 // printed GB within 1% (the table truncates, e.g. 4187 for 4187.5) or its printed precision.
-TEST_CASE("model-state memory equals every row of the ZeRO paper's Table 1", "[memory][reference]") {
+TEST_CASE("model-state memory equals every row of the ZeRO paper's Table 1",
+          "[memory][reference]") {
   const auto rows = test::read_reference_csv("zero_memory.csv");
   REQUIRE(rows.size() >= 18);
   for (const auto& row : rows) {
     const auto params = static_cast<int64_t>(std::stod(row.at("params_billion")) * 1e9);
     const int64_t dp = std::stoll(row.at("dp_degree"));
     INFO("params " << row.at("params_billion") << "B, dp " << dp);
-    check_printed(model_state_bytes(params, dp, 0, DType::kBf16).total(), row.at("baseline_dp_mem_gb"));
+    check_printed(model_state_bytes(params, dp, 0, DType::kBf16).total(),
+                  row.at("baseline_dp_mem_gb"));
     check_printed(model_state_bytes(params, dp, 1, DType::kBf16).total(), row.at("pos_mem_gb"));
     check_printed(model_state_bytes(params, dp, 2, DType::kBf16).total(), row.at("pos_g_mem_gb"));
     check_printed(model_state_bytes(params, dp, 3, DType::kBf16).total(), row.at("pos_g_p_mem_gb"));

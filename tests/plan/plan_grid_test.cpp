@@ -33,10 +33,10 @@ std::map<int32_t, int64_t> tasks_per_stage(const TaskGraph& graph) {
 }
 
 void check_plan(const ModelSpec& model, const ParallelPlan& plan) {
-  INFO("dp " << plan.dp << " tp " << plan.tp << " pp " << plan.pp << " vpp " << plan.vpp
-             << " zero " << plan.zero_stage << " schedule " << to_string(plan.schedule)
-             << " recompute " << to_string(plan.recompute) << " sp " << plan.sequence_parallel
-             << " micro-batch " << plan.micro_batch << " global " << plan.global_batch);
+  INFO("dp " << plan.dp << " tp " << plan.tp << " pp " << plan.pp << " vpp " << plan.vpp << " zero "
+             << plan.zero_stage << " schedule " << to_string(plan.schedule) << " recompute "
+             << to_string(plan.recompute) << " sp " << plan.sequence_parallel << " micro-batch "
+             << plan.micro_batch << " global " << plan.global_batch);
   const CompiledPlan folded = test::compile_checked(model, plan, GraphMode::kFolded);
   const CompiledPlan full = test::compile_checked(model, plan, GraphMode::kFull);
   for (const auto& error : folded.validation.errors) FAIL_CHECK("folded: " << error);
@@ -116,7 +116,8 @@ TEST_CASE("uneven pipeline split and tied embeddings across stages", "[plan]") {
   model.tied_embeddings = true;
   const CompiledPlan compiled = test::compile_checked(model, plan);
   int embedding_syncs = 0;
-  for (const Task& t : compiled.graph.tasks()) embedding_syncs += t.role == TaskRole::kEmbeddingGradSync;
+  for (const Task& t : compiled.graph.tasks())
+    embedding_syncs += t.role == TaskRole::kEmbeddingGradSync;
   CHECK(embedding_syncs == 2);  // one on the first stage, one on the last
 }
 

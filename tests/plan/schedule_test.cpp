@@ -40,7 +40,8 @@ void check_complete(const StageSchedule& order, int64_t micro_batches, int64_t c
 
 // Narayanan et al. 2021 Sec. 2.2.1: stage s of p warms up with p - s - 1 forwards and holds at
 // most p - s micro-batches (GPipe: all m).
-TEST_CASE("1F1B warm-up is p - s - 1 forwards and in-flight micro-batches are p - s", "[schedule]") {
+TEST_CASE("1F1B warm-up is p - s - 1 forwards and in-flight micro-batches are p - s",
+          "[schedule]") {
   for (const int64_t p : {1, 2, 4, 8}) {
     for (const int64_t m : {1, 3, 8, 16}) {
       for (int64_t s = 0; s < p; ++s) {
@@ -48,7 +49,8 @@ TEST_CASE("1F1B warm-up is p - s - 1 forwards and in-flight micro-batches are p 
         const StageSchedule order = one_f_one_b_schedule(s, p, m);
         check_complete(order, m, 1);
         const int64_t warmup = std::min(p - s - 1, m);
-        for (int64_t i = 0; i < warmup; ++i) CHECK(order[static_cast<size_t>(i)].kind == WorkKind::kForward);
+        for (int64_t i = 0; i < warmup; ++i)
+          CHECK(order[static_cast<size_t>(i)].kind == WorkKind::kForward);
         CHECK(max_in_flight(order) == std::min(p - s, m));
       }
     }
@@ -58,9 +60,8 @@ TEST_CASE("1F1B warm-up is p - s - 1 forwards and in-flight micro-batches are p 
 TEST_CASE("the 1F1B worked example of schedule.hpp", "[schedule]") {
   const auto F = WorkKind::kForward;
   const auto B = WorkKind::kBackward;
-  const StageSchedule expected = {{F, 0, 0}, {F, 1, 0}, {F, 2, 0}, {B, 0, 0}, {F, 3, 0},
-                                  {B, 1, 0}, {F, 4, 0}, {B, 2, 0}, {F, 5, 0}, {B, 3, 0},
-                                  {B, 4, 0}, {B, 5, 0}};
+  const StageSchedule expected = {{F, 0, 0}, {F, 1, 0}, {F, 2, 0}, {B, 0, 0}, {F, 3, 0}, {B, 1, 0},
+                                  {F, 4, 0}, {B, 2, 0}, {F, 5, 0}, {B, 3, 0}, {B, 4, 0}, {B, 5, 0}};
   CHECK(one_f_one_b_schedule(1, 4, 6) == expected);
 }
 
@@ -84,11 +85,12 @@ TEST_CASE("interleaved 1F1B follows Megatron-LM's order", "[schedule]") {
           CHECK(max_in_flight(order) == std::min(warmup + 1, m * v));
           // The first p forwards run chunk 0 on micro-batches 0..p-1, then chunk 1.
           CHECK(order[0] == PipelineWork{WorkKind::kForward, 0, 0});
-          if (warmup > p) CHECK(order[static_cast<size_t>(p)] == PipelineWork{WorkKind::kForward, 0, 1});
+          if (warmup > p)
+            CHECK(order[static_cast<size_t>(p)] == PipelineWork{WorkKind::kForward, 0, 1});
           // The first backward is chunk v - 1 of micro-batch 0.
-          const auto first_backward = std::find_if(order.begin(), order.end(), [](const PipelineWork& w) {
-            return w.kind == WorkKind::kBackward;
-          });
+          const auto first_backward =
+              std::find_if(order.begin(), order.end(),
+                           [](const PipelineWork& w) { return w.kind == WorkKind::kBackward; });
           CHECK(*first_backward == PipelineWork{WorkKind::kBackward, 0, v - 1});
         }
       }

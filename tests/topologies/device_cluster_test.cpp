@@ -79,8 +79,10 @@ double number_or_zero(const CsvRow& row, const std::string& column) {
 
 // Which hardware.csv row (column "gpu") each built-in device is.
 const std::map<std::string, std::string> kDeviceRows = {
-    {"a100-40gb", "A100-SXM4-40GB"}, {"a100-80gb", "A100-SXM4-80GB"},
-    {"h100-sxm", "H100-SXM5-80GB"},  {"h200", "H200-SXM-141GB"},
+    {"a100-40gb", "A100-SXM4-40GB"},
+    {"a100-80gb", "A100-SXM4-80GB"},
+    {"h100-sxm", "H100-SXM5-80GB"},
+    {"h200", "H200-SXM-141GB"},
     {"b200", "B200-SXM"},
 };
 
