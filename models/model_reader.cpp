@@ -11,6 +11,7 @@
 #include "common/embedded_file.hpp"
 #include "common/error.hpp"
 #include "common/json_input.hpp"
+#include "common/zoo.hpp"
 
 namespace strata {
 
@@ -71,11 +72,6 @@ void check_hf_head_dim(const JsonFields& fields, const ModelSpec& model) {
                             head_dim, model.hidden, model.heads, model.head_dim()),
                 "Strata models head_dim = hidden / heads; this model is not supported yet");
   }
-}
-
-ModelSpec parse_zoo_model(const EmbeddedFile& file) {
-  const std::string where = fmt::format("zoo model '{}'", file.name);
-  return parse_model(parse_json_text(file.content, where), where);
 }
 
 }  // namespace
@@ -245,25 +241,10 @@ ModelSpec parse_model(const nlohmann::json& config, const std::string& where) {
 }
 
 ModelSpec load_model(const std::string& name_or_path) {
-  for (const auto& file : embedded_model_zoo()) {
-    if (file.name == name_or_path) return parse_zoo_model(file);
-  }
-  std::error_code error;
-  if (std::filesystem::is_regular_file(name_or_path, error)) {
-    return parse_model(read_json_file(name_or_path), name_or_path);
-  }
-  throw InputError("command line", "--model",
-                   fmt::format("unknown model '{}': it is not a zoo model and no file exists at "
-                               "that path; the zoo has: {}",
-                               name_or_path, fmt::join(zoo_model_names(), ", ")),
-                   "use one of the zoo names or a path to a JSON file");
+  const ZooDocument doc = find_in_zoo(embedded_model_zoo(), {"model", "--model"}, name_or_path);
+  return parse_model(doc.json, doc.where);
 }
 
-std::vector<std::string> zoo_model_names() {
-  std::vector<std::string> names;
-  for (const auto& file : embedded_model_zoo()) names.emplace_back(file.name);
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> zoo_model_names() { return zoo_names(embedded_model_zoo()); }
 
 }  // namespace strata

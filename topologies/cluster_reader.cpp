@@ -13,6 +13,7 @@
 #include "common/embedded_file.hpp"
 #include "common/error.hpp"
 #include "common/json_input.hpp"
+#include "common/zoo.hpp"
 #include "topologies/cluster_spec.hpp"
 #include "topologies/device_parse.hpp"
 
@@ -106,34 +107,14 @@ ClusterSpec parse_cluster(const JsonFields& fields) {
   return cluster;
 }
 
-ClusterSpec parse_zoo_cluster(const EmbeddedFile& file) {
-  const std::string where = fmt::format("zoo cluster '{}'", file.name);
-  return parse_cluster(JsonFields(parse_json_text(file.content, where), where));
-}
-
 }  // namespace
 
 ClusterSpec load_cluster(const std::string& name_or_path) {
-  for (const auto& file : embedded_clusters()) {
-    if (file.name == name_or_path) return parse_zoo_cluster(file);
-  }
-  std::error_code error;
-  if (std::filesystem::is_regular_file(name_or_path, error)) {
-    return parse_cluster(JsonFields(read_json_file(name_or_path), name_or_path));
-  }
-  throw InputError("command line", "--cluster",
-                   fmt::format("unknown cluster '{}': it is not a built-in cluster and no file "
-                               "exists at that path; the built-in clusters are: {}",
-                               name_or_path, fmt::join(zoo_cluster_names(), ", ")),
-                   "use one of the built-in names or a path to a cluster JSON file");
+  const ZooDocument doc = find_in_zoo(embedded_clusters(), {"cluster", "--cluster"}, name_or_path);
+  return parse_cluster(JsonFields(doc.json, doc.where));
 }
 
-std::vector<std::string> zoo_cluster_names() {
-  std::vector<std::string> names;
-  for (const auto& file : embedded_clusters()) names.emplace_back(file.name);
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> zoo_cluster_names() { return zoo_names(embedded_clusters()); }
 
 const char* to_string(IntraNodeFabric fabric) {
   switch (fabric) {

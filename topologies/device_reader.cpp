@@ -14,6 +14,7 @@
 #include "common/error.hpp"
 #include "common/json_input.hpp"
 #include "common/units.hpp"
+#include "common/zoo.hpp"
 #include "topologies/device_parse.hpp"
 #include "topologies/device_spec.hpp"
 
@@ -30,11 +31,6 @@ constexpr std::string_view kDeviceFields[] = {
 constexpr std::string_view kPeakFields[] = {"bf16", "fp16", "fp32", "tf32", "fp8"};
 
 double tflops_to_flops(double tflops) { return tflops * kFlopsPerTflop; }
-
-DeviceSpec parse_zoo_device(const EmbeddedFile& file) {
-  const std::string where = fmt::format("zoo device '{}'", file.name);
-  return topology_detail::parse_device(JsonFields(parse_json_text(file.content, where), where));
-}
 
 }  // namespace
 
@@ -91,25 +87,10 @@ double DeviceSpec::peak_flops(DType dtype) const {
 }
 
 DeviceSpec load_device(const std::string& name_or_path) {
-  for (const auto& file : embedded_devices()) {
-    if (file.name == name_or_path) return parse_zoo_device(file);
-  }
-  std::error_code error;
-  if (std::filesystem::is_regular_file(name_or_path, error)) {
-    return topology_detail::parse_device(JsonFields(read_json_file(name_or_path), name_or_path));
-  }
-  throw InputError("command line", "device",
-                   fmt::format("unknown device '{}': it is not a built-in device and no file "
-                               "exists at that path; the built-in devices are: {}",
-                               name_or_path, fmt::join(zoo_device_names(), ", ")),
-                   "use one of the built-in names or a path to a device JSON file");
+  const ZooDocument doc = find_in_zoo(embedded_devices(), {"device", "device"}, name_or_path);
+  return topology_detail::parse_device(JsonFields(doc.json, doc.where));
 }
 
-std::vector<std::string> zoo_device_names() {
-  std::vector<std::string> names;
-  for (const auto& file : embedded_devices()) names.emplace_back(file.name);
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> zoo_device_names() { return zoo_names(embedded_devices()); }
 
 }  // namespace strata
