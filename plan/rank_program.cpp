@@ -54,39 +54,21 @@ TaskId RankProgram::collective(TaskRole role, Stream stream, CollectiveKind kind
   return append(task, deps);
 }
 
-TaskId RankProgram::send(TaskRole role, int32_t peer, int32_t tag, int64_t bytes,
-                         std::initializer_list<TaskId> deps) {
-  Task task = labeled(TaskKind::kP2p, Stream::kPpSend, role);
-  task.p2p = P2pKind::kSend;
+TaskId RankProgram::p2p(P2pKind kind, TaskRole role, int32_t peer, int32_t tag, int64_t bytes,
+                        std::initializer_list<TaskId> deps) {
+  Task task =
+      labeled(TaskKind::kP2p, kind == P2pKind::kSend ? Stream::kPpSend : Stream::kPpRecv, role);
+  task.p2p = kind;
   task.peer = peer;
   task.tag = tag;
   task.bytes = bytes;
   return append(task, deps);
 }
 
-TaskId RankProgram::recv(TaskRole role, int32_t peer, int32_t tag, int64_t bytes,
-                         std::initializer_list<TaskId> deps) {
-  Task task = labeled(TaskKind::kP2p, Stream::kPpRecv, role);
-  task.p2p = P2pKind::kRecv;
-  task.peer = peer;
-  task.tag = tag;
-  task.bytes = bytes;
-  return append(task, deps);
-}
-
-TaskId RankProgram::alloc(Stream stream, BufferClass buffer, int64_t bytes,
-                          std::initializer_list<TaskId> deps) {
+TaskId RankProgram::memory(MemoryAction action, Stream stream, BufferClass buffer, int64_t bytes,
+                           std::initializer_list<TaskId> deps) {
   Task task = labeled(TaskKind::kMemory, stream, TaskRole::kLayerBuffer);
-  task.memory = MemoryAction::kAlloc;
-  task.buffer = buffer;
-  task.bytes = bytes;
-  return append(task, deps);
-}
-
-TaskId RankProgram::release(Stream stream, BufferClass buffer, int64_t bytes,
-                            std::initializer_list<TaskId> deps) {
-  Task task = labeled(TaskKind::kMemory, stream, TaskRole::kLayerBuffer);
-  task.memory = MemoryAction::kFree;
+  task.memory = action;
   task.buffer = buffer;
   task.bytes = bytes;
   return append(task, deps);

@@ -37,15 +37,27 @@ class RankProgram {
   TaskId collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group, int64_t bytes,
                     std::span<const TaskId> deps);
   TaskId send(TaskRole role, int32_t peer, int32_t tag, int64_t bytes,
-              std::initializer_list<TaskId> deps = {});
+              std::initializer_list<TaskId> deps = {}) {
+    return p2p(P2pKind::kSend, role, peer, tag, bytes, deps);
+  }
   TaskId recv(TaskRole role, int32_t peer, int32_t tag, int64_t bytes,
-              std::initializer_list<TaskId> deps = {});
+              std::initializer_list<TaskId> deps = {}) {
+    return p2p(P2pKind::kRecv, role, peer, tag, bytes, deps);
+  }
   TaskId alloc(Stream stream, BufferClass buffer, int64_t bytes,
-               std::initializer_list<TaskId> deps = {});
+               std::initializer_list<TaskId> deps = {}) {
+    return memory(MemoryAction::kAlloc, stream, buffer, bytes, deps);
+  }
   TaskId release(Stream stream, BufferClass buffer, int64_t bytes,
-                 std::initializer_list<TaskId> deps = {});
+                 std::initializer_list<TaskId> deps = {}) {
+    return memory(MemoryAction::kFree, stream, buffer, bytes, deps);
+  }
 
  private:
+  TaskId p2p(P2pKind kind, TaskRole role, int32_t peer, int32_t tag, int64_t bytes,
+             std::initializer_list<TaskId> deps);
+  TaskId memory(MemoryAction action, Stream stream, BufferClass buffer, int64_t bytes,
+                std::initializer_list<TaskId> deps);
   Task labeled(TaskKind kind, Stream stream, TaskRole role) const;
   TaskId append(const Task& task, std::span<const TaskId> deps);
 
