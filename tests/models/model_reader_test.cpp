@@ -15,6 +15,7 @@
 #include "models/model_json.hpp"
 #include "models/model_reader.hpp"
 #include "models/model_spec.hpp"
+#include "tests/input_error.hpp"
 
 namespace strata {
 namespace {
@@ -23,15 +24,7 @@ ModelSpec parse_text(const std::string& text) {
   return parse_model(parse_json_text(text, "test.json"), "test.json");
 }
 
-template <typename Action>
-std::optional<InputError> input_error_of(Action action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error;
-  }
-  return std::nullopt;
-}
+using test::input_error_of;
 
 std::optional<InputError> parse_error_of(const std::string& text) {
   return input_error_of([&] { parse_text(text); });

@@ -18,14 +18,7 @@ namespace {
 
 // Two layers on two pipeline stages, two micro-batches under 1F1B, dp 2 with ZeRO 1.
 TaskGraph tiny_graph() {
-  ModelSpec model = load_model("tiny-gpt");
-  model.layers = 2;
-  model.hidden = 64;
-  model.heads = 4;
-  model.kv_heads = 4;
-  model.ffn_hidden = 256;
-  model.vocab = 128;
-  model.max_seq = 32;
+  const ModelSpec model = test::small_model(2, 64, 4, 128, 32);
   ParallelPlan plan = test::make_plan(2, 1, 2, 1, 4, 16);
   plan.zero_stage = 1;
   return test::compile_checked(model, plan).graph;

@@ -19,6 +19,21 @@ inline ParallelPlan make_plan(int64_t dp, int64_t tp, int64_t pp, int64_t micro_
   return plan;
 }
 
+// A small GPT-style model (tiny-gpt's architecture) of the given shape, for graphs quick to
+// compile and read.
+inline ModelSpec small_model(int64_t layers, int64_t hidden, int64_t heads, int64_t vocab,
+                             int64_t max_seq) {
+  ModelSpec model = load_model("tiny-gpt");
+  model.layers = layers;
+  model.hidden = hidden;
+  model.heads = heads;
+  model.kv_heads = heads;
+  model.ffn_hidden = 4 * hidden;
+  model.vocab = vocab;
+  model.max_seq = max_seq;
+  return model;
+}
+
 // Validates the plan (throws InputError on a bad one) and compiles it.
 inline CompiledPlan compile_checked(const ModelSpec& model, const ParallelPlan& plan,
                                     GraphMode mode = GraphMode::kFolded,

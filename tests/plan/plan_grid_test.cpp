@@ -12,17 +12,7 @@ namespace strata {
 namespace {
 
 // 8 layers, 8 heads and 8 kv heads: every tp up to 8 and pp x vpp up to 8 divide it.
-ModelSpec grid_model() {
-  ModelSpec model = load_model("tiny-gpt");
-  model.layers = 8;
-  model.heads = 8;
-  model.kv_heads = 8;
-  model.hidden = 256;
-  model.ffn_hidden = 1024;
-  model.vocab = 512;
-  model.max_seq = 256;
-  return model;
-}
+ModelSpec grid_model() { return test::small_model(8, 256, 8, 512, 256); }
 
 std::map<int32_t, int64_t> tasks_per_stage(const TaskGraph& graph) {
   std::map<int32_t, int32_t> stage_of;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "tests/input_error.hpp"
 #include "tests/reference_csv.hpp"
 #include "topologies/cluster_spec.hpp"
 #include "topologies/device_spec.hpp"
@@ -26,15 +27,7 @@ namespace {
 using test::CsvRow;
 using test::read_reference_csv;
 
-template <typename Action>
-std::optional<InputError> input_error_of(Action action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error;
-  }
-  return std::nullopt;
-}
+using test::input_error_of;
 
 // A JSON document written to a temporary file, removed when the test ends.
 class TempJsonFile {
