@@ -124,7 +124,6 @@ class PassLowering {
     return static_cast<int32_t>(ctx_.layout.rank_of(dp_, stage, tp_));
   }
   int64_t virtual_stage(int64_t chunk) const { return chunk * ctx_.plan.pp + state_.stage; }
-  int64_t head_bytes() const;
 
   const LoweringContext& ctx_;
   RankState& state_;
@@ -149,7 +148,9 @@ void PassLowering::forward(const PipelineWork& work) {
     input = p.recv(TaskRole::kPipeActivation, stage_rank((stage + plan.pp - 1) % plan.pp),
                    message_tag(plan, WorkKind::kForward, work.micro_batch, vs), ctx_.pipe_bytes);
   } else {
-    input = p.compute(TaskRole::kEmbedding, op.embedding.forward);
+    const TaskId params = gather_params(ctx_, state_, ctx_.embedding_param_bytes);
+    input = p.compute(TaskRole::kEmbedding, op.embedding.forward, {params});
+    release_params(ctx_, state_, ctx_.embedding_param_bytes, input);
     input = tp_collective(
         ctx_, state_, TaskRole::kEmbedding,
         plan.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
@@ -158,28 +159,30 @@ void PassLowering::forward(const PipelineWork& work) {
   const int64_t first = ctx_.first_layer(stage, work.chunk);
   const int64_t count = ctx_.chunk_layers(stage);
   p.set_layer(static_cast<int32_t>(first));
-  TaskId next_params = gather_layer_params(ctx_, state_);
+  TaskId next_params = gather_params(ctx_, state_, ctx_.layer_param_bytes);
   for (int64_t layer = first; layer < first + count; ++layer) {
     const TaskId params = next_params;
     if (layer + 1 < first + count) {
       p.set_layer(static_cast<int32_t>(layer + 1));
-      next_params = gather_layer_params(ctx_, state_);
+      next_params = gather_params(ctx_, state_, ctx_.layer_param_bytes);
     }
     input = lower_layer_forward(ctx_, state_, layer, input, params);
-    release_layer_params(ctx_, state_, input);
+    release_params(ctx_, state_, ctx_.layer_param_bytes, input);
   }
   p.set_layer(-1);
   if (receives) p.release(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
 
   if (ctx_.last_virtual_stage(stage, work.chunk)) {
+    const TaskId params = gather_params(ctx_, state_, ctx_.head_param_bytes);
     p.alloc(Stream::kCompute, BufferClass::kHeadActivations, ctx_.head_bytes);
-    const TaskId norm = p.compute(TaskRole::kFinalNorm, op.final_norm.forward);
+    const TaskId norm = p.compute(TaskRole::kFinalNorm, op.final_norm.forward, {params});
     const TaskId head_in = plan.sequence_parallel ? tp_collective(ctx_, state_, TaskRole::kLmHead,
                                                                   CollectiveKind::kAllGather,
                                                                   ctx_.tp_message_bytes, norm)
                                                   : norm;
     p.compute(TaskRole::kLmHead, op.lm_head.forward, {head_in});
     TaskId loss = p.compute(TaskRole::kLoss, op.loss.forward);
+    release_params(ctx_, state_, ctx_.head_param_bytes, loss);
     // Vocabulary-parallel cross-entropy: all-reduce the max logit, the target logit and the sum
     // of exponentials over the vocabulary shards (fp32, one value per token each).
     const int64_t per_token = 4 * plan.seq_len * plan.micro_batch;
@@ -196,17 +199,12 @@ void PassLowering::forward(const PipelineWork& work) {
   p.release(Stream::kPpSend, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
 }
 
-int64_t PassLowering::head_bytes() const {
-  return ctx_.sizes.head * bytes_per_element(ctx_.plan.dtype);
-}
-
 void PassLowering::backward(const PipelineWork& work) {
   RankProgram& p = state_.program;
   const OpTable& op = ctx_.ops;
   const ParallelPlan& plan = ctx_.plan;
   const int64_t stage = state_.stage;
   const int64_t vs = virtual_stage(work.chunk);
-  const int64_t e = bytes_per_element(plan.dtype);
   p.label(Phase::kBackward, -1, static_cast<int32_t>(work.micro_batch),
           static_cast<int16_t>(work.chunk));
   auto& done = state_.backwards_done[static_cast<size_t>(work.chunk)];
@@ -219,29 +217,31 @@ void PassLowering::backward(const PipelineWork& work) {
     grad = p.recv(TaskRole::kPipeGradient, stage_rank((stage + 1) % plan.pp),
                   message_tag(plan, WorkKind::kBackward, work.micro_batch, vs), ctx_.pipe_bytes);
   } else {
+    const TaskId params = gather_params(ctx_, state_, ctx_.head_param_bytes);
     p.compute(TaskRole::kLoss, op.loss.backward);
-    const TaskId head = p.compute(TaskRole::kLmHead, op.lm_head.backward);
+    const TaskId head = p.compute(TaskRole::kLmHead, op.lm_head.backward, {params});
     embedding_grads_ = head;
-    sync_gradients(ctx_, state_, head_bytes(), last_pass, head);
+    sync_gradients(ctx_, state_, ctx_.head_param_bytes, last_pass, head);
     const TaskId reduced = tp_collective(
         ctx_, state_, TaskRole::kLmHead,
         plan.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
         ctx_.tp_message_bytes, head);
     grad = p.compute(TaskRole::kFinalNorm, op.final_norm.backward, {reduced});
+    release_params(ctx_, state_, ctx_.head_param_bytes, grad);
     p.release(Stream::kCompute, BufferClass::kHeadActivations, ctx_.head_bytes);
   }
   const int64_t first = ctx_.first_layer(stage, work.chunk);
   const int64_t last = first + ctx_.chunk_layers(stage) - 1;
   p.set_layer(static_cast<int32_t>(last));
-  TaskId next_params = gather_layer_params(ctx_, state_);
+  TaskId next_params = gather_params(ctx_, state_, ctx_.layer_param_bytes);
   for (int64_t layer = last; layer >= first; --layer) {
     const TaskId params = next_params;
     if (layer - 1 >= first) {
       p.set_layer(static_cast<int32_t>(layer - 1));
-      next_params = gather_layer_params(ctx_, state_);
+      next_params = gather_params(ctx_, state_, ctx_.layer_param_bytes);
     }
     grad = lower_layer_backward(ctx_, state_, layer, grad, params);
-    release_layer_params(ctx_, state_, grad);
+    release_params(ctx_, state_, ctx_.layer_param_bytes, grad);
     sync_gradients(ctx_, state_, ctx_.layer_grad_bytes, last_pass, grad);
   }
   p.set_layer(-1);
@@ -253,8 +253,11 @@ void PassLowering::backward(const PipelineWork& work) {
             ? tp_collective(ctx_, state_, TaskRole::kEmbedding, CollectiveKind::kAllGather,
                             ctx_.tp_message_bytes, grad)
             : grad;
-    const TaskId embedding = p.compute(TaskRole::kEmbedding, op.embedding.backward, {grad_in});
-    sync_gradients(ctx_, state_, ctx_.sizes.embedding * e, last_pass, embedding);
+    const TaskId params = gather_params(ctx_, state_, ctx_.embedding_param_bytes);
+    const TaskId embedding =
+        p.compute(TaskRole::kEmbedding, op.embedding.backward, {grad_in, params});
+    release_params(ctx_, state_, ctx_.embedding_param_bytes, embedding);
+    sync_gradients(ctx_, state_, ctx_.embedding_param_bytes, last_pass, embedding);
     embedding_grads_ = embedding;
     return;
   }
@@ -287,6 +290,8 @@ LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& pla
   pipe_bytes = pipeline_message_bytes(model, plan);
   layer_grad_bytes = sizes.layer * e;
   layer_param_bytes = sizes.layer * e;
+  embedding_param_bytes = sizes.embedding * e;
+  head_param_bytes = sizes.head * e;
 }
 
 int64_t LoweringContext::first_layer(int64_t stage, int64_t chunk) const {

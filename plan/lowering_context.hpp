@@ -41,9 +41,11 @@ struct LoweringContext {
   int64_t scores_bytes = 0;       // the attention scores selective recompute rebuilds
   int64_t layer_input_bytes = 0;  // the full-recompute checkpoint
   int64_t head_bytes = 0;
-  int64_t pipe_bytes = 0;         // one pipeline message
-  int64_t layer_grad_bytes = 0;   // a layer's gradients on one TP rank
-  int64_t layer_param_bytes = 0;  // a layer's parameters on one TP rank (working precision)
+  int64_t pipe_bytes = 0;             // one pipeline message
+  int64_t layer_grad_bytes = 0;       // a layer's gradients on one TP rank
+  int64_t layer_param_bytes = 0;      // a layer's parameters on one TP rank (working precision)
+  int64_t embedding_param_bytes = 0;  // the first stage's embedding on one TP rank
+  int64_t head_param_bytes = 0;       // the last stage's final norm and LM head on one TP rank
 
   // First global layer and layer count of model chunk `chunk` on `stage`.
   int64_t first_layer(int64_t stage, int64_t chunk) const;
@@ -90,11 +92,11 @@ TaskId tp_collective(const LoweringContext& ctx, RankState& state, TaskRole role
                      CollectiveKind kind, int64_t bytes, TaskId dep);
 
 // Data-parallel and step lowering (step_lowering.cpp).
-// ZeRO-3: allocate and all-gather the current layer's parameters, gated on the release of the
-// layer before the previous one so that at most two layers are gathered at once. kNoTask
-// without ZeRO-3.
-TaskId gather_layer_params(const LoweringContext& ctx, RankState& state);
-void release_layer_params(const LoweringContext& ctx, RankState& state, TaskId after);
+// ZeRO-3: allocate and all-gather `bytes` of parameters (a layer, the embedding or the head),
+// gated on the release of the block before the previous one so that at most two blocks are
+// gathered at once. kNoTask without ZeRO-3.
+TaskId gather_params(const LoweringContext& ctx, RankState& state, int64_t bytes);
+void release_params(const LoweringContext& ctx, RankState& state, int64_t bytes, TaskId after);
 // Gradient reduction of a parameter block whose backward ended with `after`, if due this
 // micro-batch.
 void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t bytes, bool last_pass,

@@ -13,19 +13,19 @@ bool gathers_parameters(const LoweringContext& ctx) {
 
 }  // namespace
 
-TaskId gather_layer_params(const LoweringContext& ctx, RankState& state) {
+TaskId gather_params(const LoweringContext& ctx, RankState& state, int64_t bytes) {
   if (!gathers_parameters(ctx)) return kNoTask;
   RankProgram& p = state.program;
-  const TaskId buffer = p.alloc(Stream::kDpComm, BufferClass::kGatheredParams,
-                                ctx.layer_param_bytes, {state.last_gathered_free});
+  const TaskId buffer =
+      p.alloc(Stream::kDpComm, BufferClass::kGatheredParams, bytes, {state.last_gathered_free});
   return p.collective(TaskRole::kParamGather, Stream::kDpComm, CollectiveKind::kAllGather,
-                      state.groups.dp, ctx.layer_param_bytes, {buffer});
+                      state.groups.dp, bytes, {buffer});
 }
 
-void release_layer_params(const LoweringContext& ctx, RankState& state, TaskId after) {
+void release_params(const LoweringContext& ctx, RankState& state, int64_t bytes, TaskId after) {
   if (!gathers_parameters(ctx)) return;
-  state.last_gathered_free = state.program.release(Stream::kCompute, BufferClass::kGatheredParams,
-                                                   ctx.layer_param_bytes, {after});
+  state.last_gathered_free =
+      state.program.release(Stream::kCompute, BufferClass::kGatheredParams, bytes, {after});
 }
 
 // ZeRO 0 all-reduces and ZeRO 1 reduce-scatters each block once, after its last micro-batch;
@@ -75,10 +75,10 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
       }
     }
     p.set_layer(-1);
-    const int64_t edge_params = (state.stage == 0 ? ctx.sizes.embedding : 0) +
-                                (state.stage == ctx.plan.pp - 1 ? ctx.sizes.head : 0);
+    const int64_t edge_bytes = (state.stage == 0 ? ctx.embedding_param_bytes : 0) +
+                               (state.stage == ctx.plan.pp - 1 ? ctx.head_param_bytes : 0);
     p.collective(TaskRole::kParamGather, Stream::kDpComm, CollectiveKind::kAllGather,
-                 state.groups.dp, edge_params * e, {step});
+                 state.groups.dp, edge_bytes, {step});
   }
 }
 
