@@ -2,8 +2,8 @@
 // Reading a model: `--model` takes a zoo name (models/zoo/*.json, compiled into the binary) or a
 // path to a JSON file whose format is detected:
 //  - Hugging Face config.json: has "model_type" in {llama, mistral, qwen2, gpt_neox};
-//  - GPT-2 config.json: "model_type": "gpt2", or has "n_embd" and "n_layer";
-//  - native Strata JSON: has "layers" and "hidden" (see models/README.md for its fields).
+//  - GPT-2 config.json: "model_type": "gpt2", or has "n_embd" or "n_layer";
+//  - native Strata JSON: has "layers" or "hidden" (see models/README.md for its fields).
 // Every mistake is an InputError naming the file and the field.
 
 #include <string>
