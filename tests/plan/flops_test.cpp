@@ -71,8 +71,9 @@ TEST_CASE("step FLOPs do not depend on the plan", "[flops]") {
 }
 
 // Selective recompute repeats the attention core's forward (QK^T and scores x V, 4 b s^2 h per
-// layer and micro-batch). Korthikanti et al. count its HFU as 72BLsh^2(1 + s/(3h) + ...), i.e.
-// twice this; we count the FLOPs the recompute actually executes.
+// layer and micro-batch). Korthikanti et al. count its HFU as 72BLsh^2(1 + s/(3h) + ...), whose
+// extra 12 B s^2 h L is three times this (the attention core's forward and backward); we count
+// the FLOPs the recompute actually executes.
 TEST_CASE("selective recompute adds one attention-core forward per layer", "[flops]") {
   const ModelSpec model = load_model("gpt3-175b");
   ParallelPlan plan = test::make_plan(1, 8, 8, 1, 64, 2048);
