@@ -29,13 +29,12 @@ std::string flops_text(double flops) {
 }
 
 std::string plan_line(const ParallelPlan& p) {
-  std::string line = fmt::format(
+  return fmt::format(
       "dp {} x tp {} x pp {}{}, zero {}, micro-batch {}, global batch {} ({} micro-batches), "
       "seq {}, {}, recompute {}{}, {}",
       p.dp, p.tp, p.pp, p.vpp > 1 ? fmt::format(" x vpp {}", p.vpp) : "", p.zero_stage,
       p.micro_batch, p.global_batch, p.micro_batches(), p.seq_len, to_string(p.schedule),
       to_string(p.recompute), p.sequence_parallel ? ", sequence parallel" : "", to_string(p.dtype));
-  return line;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "plan/graph_export.hpp"
 
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -127,17 +128,15 @@ std::string graph_to_dot(const TaskGraph& graph, const std::string& path) {
     }
     out += "  }\n";
   }
-  std::map<std::pair<int32_t, Stream>, TaskId> last_on_stream;
+  const std::vector<TaskId> previous = stream_predecessors(graph);
   std::map<std::tuple<int32_t, int32_t, int32_t>, TaskId> sends;
   for (TaskId id = 0; id < graph.size(); ++id) {
     const Task& t = graph.task(id);
     for (const TaskId dep : graph.deps(id))
       fmt::format_to(std::back_inserter(out), "  t{} -> t{};\n", dep, id);
-    auto [slot, fresh] = last_on_stream.try_emplace({t.rank, t.stream}, id);
-    if (!fresh) {
-      fmt::format_to(std::back_inserter(out), "  t{} -> t{} [color=gray, style=dotted];\n",
-                     slot->second, id);
-      slot->second = id;
+    if (const TaskId before = previous[static_cast<size_t>(id)]; before >= 0) {
+      fmt::format_to(std::back_inserter(out), "  t{} -> t{} [color=gray, style=dotted];\n", before,
+                     id);
     }
     if (t.kind == TaskKind::kP2p && t.p2p == P2pKind::kSend) sends[{t.rank, t.peer, t.tag}] = id;
   }

@@ -162,20 +162,15 @@ void check_acyclic(const TaskGraph& graph, TaskUnion& together, ValidationReport
   }
   using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
   Graph dag(static_cast<size_t>(nodes));
-  std::map<std::pair<int32_t, Stream>, TaskId> last_on_stream;
+  const std::vector<TaskId> previous = stream_predecessors(graph);
   const auto edge = [&](TaskId from, TaskId to) {
     const int32_t a = node_of[static_cast<size_t>(from)];
     const int32_t b = node_of[static_cast<size_t>(to)];
     if (a != b) boost::add_edge(static_cast<size_t>(a), static_cast<size_t>(b), dag);
   };
   for (TaskId id = 0; id < graph.size(); ++id) {
-    const Task& t = graph.task(id);
     for (const TaskId dep : graph.deps(id)) edge(dep, id);
-    auto [slot, fresh] = last_on_stream.try_emplace({t.rank, t.stream}, id);
-    if (!fresh) {
-      edge(slot->second, id);
-      slot->second = id;
-    }
+    if (const TaskId before = previous[static_cast<size_t>(id)]; before >= 0) edge(before, id);
   }
   std::vector<size_t> reversed;
   reversed.reserve(static_cast<size_t>(nodes));

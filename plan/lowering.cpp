@@ -242,7 +242,7 @@ void PassLowering::backward(const PipelineWork& work) {
     }
     grad = lower_layer_backward(ctx_, state_, layer, grad, params);
     release_params(ctx_, state_, ctx_.layer_param_bytes, grad);
-    sync_gradients(ctx_, state_, ctx_.layer_grad_bytes, last_pass, grad);
+    sync_gradients(ctx_, state_, ctx_.layer_param_bytes, last_pass, grad);
   }
   p.set_layer(-1);
   if (receives) p.release(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
@@ -288,7 +288,6 @@ LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& pla
   layer_input_bytes = strata::layer_input_bytes(model, plan);
   head_bytes = head_activation_bytes(model, plan);
   pipe_bytes = pipeline_message_bytes(model, plan);
-  layer_grad_bytes = sizes.layer * e;
   layer_param_bytes = sizes.layer * e;
   embedding_param_bytes = sizes.embedding * e;
   head_param_bytes = sizes.head * e;

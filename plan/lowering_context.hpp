@@ -42,8 +42,7 @@ struct LoweringContext {
   int64_t layer_input_bytes = 0;  // the full-recompute checkpoint
   int64_t head_bytes = 0;
   int64_t pipe_bytes = 0;             // one pipeline message
-  int64_t layer_grad_bytes = 0;       // a layer's gradients on one TP rank
-  int64_t layer_param_bytes = 0;      // a layer's parameters on one TP rank (working precision)
+  int64_t layer_param_bytes = 0;      // a layer on one TP rank, working precision (= its gradients)
   int64_t embedding_param_bytes = 0;  // the first stage's embedding on one TP rank
   int64_t head_param_bytes = 0;       // the last stage's final norm and LM head on one TP rank
 

@@ -210,6 +210,20 @@ const char* to_string(TaskRole role) {
 
 const char* to_string(GraphMode mode) { return mode == GraphMode::kFolded ? "folded" : "full"; }
 
+std::vector<TaskId> stream_predecessors(const TaskGraph& graph) {
+  std::vector<TaskId> previous(static_cast<size_t>(graph.size()), -1);
+  std::map<std::pair<int32_t, Stream>, TaskId> last_on_stream;
+  for (TaskId id = 0; id < graph.size(); ++id) {
+    const Task& t = graph.task(id);
+    auto [slot, fresh] = last_on_stream.try_emplace({t.rank, t.stream}, id);
+    if (!fresh) {
+      previous[static_cast<size_t>(id)] = slot->second;
+      slot->second = id;
+    }
+  }
+  return previous;
+}
+
 std::string task_name(const TaskGraph& graph, const Task& task) {
   std::string name = to_string(task.phase);
   if (task.layer >= 0) name += fmt::format(" L{}", task.layer);

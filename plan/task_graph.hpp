@@ -24,7 +24,6 @@
 #include <map>
 #include <span>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "models/ops.hpp"
@@ -179,6 +178,10 @@ class TaskGraph {
   std::map<std::pair<GroupKind, std::vector<int32_t>>, int32_t> group_index_;
   std::vector<GraphRank> ranks_;
 };
+
+// For each task, the task before it on the same (rank, stream), or -1 for the first: the
+// stream-order edges the simulator, the validator and DOT output all follow.
+std::vector<TaskId> stream_predecessors(const TaskGraph& graph);
 
 // A readable name for traces and DOT: "fwd L3 mb0 qkv", "bwd L3 mb0 attn_out tp all-reduce".
 std::string task_name(const TaskGraph& graph, const Task& task);
