@@ -1,0 +1,71 @@
+#pragma once
+// Collective algorithms: how NCCL would run one collective on a group of GPUs, decomposed into
+// steps of flows on the topology graph.
+//
+// Algorithm choice follows NCCL by size and topology:
+//  - inside one node: ring; all-reduce on an NVSwitch with in-switch reduction (NVLS) from
+//    tuning.nvls_min_bytes;
+//  - across nodes: all-reduce up to tuning.tree_max_bytes as a double binary tree over the nodes;
+//    otherwise hierarchical (intra-node reduce-scatter, inter-node ring per local GPU, intra-node
+//    all-gather) when several members share a node, or a ring when each node holds one member;
+//  - reduce-scatter and all-gather: ring (hierarchical across nodes when members share nodes);
+//    broadcast: pipelined ring; all-to-all: one flow per ordered pair.
+//
+// A ring's 2(n-1) (all-reduce) or n-1 steps are coalesced into one step: every ring link carries
+// the same bytes in every step, so one flow per link with all the steps' bytes, after all the
+// steps' latencies, takes the same time as the pipelined steps at constant link rates and is
+// re-rated like them when other traffic comes and goes. Worked example: ring all-reduce of S
+// bytes over n GPUs with link bandwidth B and latency a: latency 2(n-1)a, then n flows of
+// 2(n-1)S/n bytes each, one per link: 2(n-1)(a + S/(nB)).
+//
+// Wire bytes are the payload divided by the protocol's bandwidth efficiency.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "plan/task_graph.hpp"
+#include "topologies/collective_tuning.hpp"
+#include "topologies/topology.hpp"
+
+namespace strata {
+
+enum class CollectiveAlgorithm : uint8_t { kRing, kTree, kNvls, kHierarchical, kPairwise };
+const char* to_string(CollectiveAlgorithm algorithm);
+
+struct CollectiveFlow {
+  int32_t src_gpu = 0;
+  int32_t dst_gpu = 0;        // == src_gpu for a flow into or out of the switch (NVLS)
+  std::vector<int32_t> links;  // topology link ids in order
+  double wire_bytes = 0;
+};
+
+// Flows of one step start together after the step's latency; the next step starts when all of
+// them have finished.
+struct CollectiveStep {
+  int64_t latency_ns = 0;
+  std::vector<CollectiveFlow> flows;
+};
+
+struct CollectivePlan {
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
+  Protocol protocol = Protocol::kSimple;
+  std::vector<CollectiveStep> steps;
+};
+
+// `gpus`: the members' GPU ids (global, as Topology numbers them), in the group's rank order;
+// `bytes`: per rank, as nccl-tests counts size (the full buffer of an all-reduce, the gathered
+// output of an all-gather, the input of a reduce-scatter). A one-member group has no steps.
+CollectivePlan plan_collective(const Topology& topology, const CollectiveTuning& tuning,
+                               CollectiveKind kind, std::span<const int64_t> gpus, int64_t bytes);
+
+// A point-to-point transfer (pipeline send/recv): one step, one flow on the route.
+CollectivePlan plan_p2p(const Topology& topology, const CollectiveTuning& tuning, int64_t src_gpu,
+                        int64_t dst_gpu, int64_t bytes);
+
+// nccl-tests' bus bandwidth factor: busbw = algbw * factor (2(n-1)/n all-reduce, (n-1)/n
+// reduce-scatter and all-gather, 1 broadcast).
+double busbw_factor(CollectiveKind kind, int64_t ranks);
+
+}  // namespace strata

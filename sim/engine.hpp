@@ -1,0 +1,93 @@
+#pragma once
+// The discrete-event engine (SimGrid's kernel in miniature): activities over resources.
+//
+// An activity is a delay (fixed duration), a compute (work on a processor, slowed while
+// communication touches that processor) or a flow (bytes over a path of links, sharing each link
+// max-min fairly with the other flows). An activity starts when all its dependencies have
+// finished; the engine advances the clock to the next completion. It knows nothing about
+// transformers, ranks or streams: the simulator (sim/simulate.cpp) maps a task graph onto it.
+//
+// Time is an integer number of nanoseconds. Events at the same time are answered in a fixed order
+// (time, priority, sequence of creation), so that runs are reproducible to the byte.
+//
+// Resources:
+//  - a link has a capacity in bytes per second; the flows crossing it share it max-min fairly
+//    (weighted: a flow with weight w on a link consumes w times its rate there; folded simulation
+//    uses the weight for the symmetric copies of a flow it does not simulate). Rates are
+//    recomputed whenever a flow starts or ends (once per distinct event time).
+//  - a processor runs compute activities at rate 1, or at `contended_rate` (< 1) while at least
+//    one active flow touches it (communication kernels share the GPU's SMs and memory).
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace strata {
+
+using TimeNs = int64_t;
+using ActivityId = int32_t;
+using LinkId = int32_t;
+using ProcessorId = int32_t;
+using PathId = int32_t;
+inline constexpr ActivityId kNoActivity = -1;
+inline constexpr ProcessorId kNoProcessor = -1;
+
+enum class ActivityKind : uint8_t { kDelay, kCompute, kFlow };
+
+// One link of a flow's path, and the flow's weight there (>= 1).
+struct PathHop {
+  LinkId link = 0;
+  float weight = 1.0f;
+};
+
+// What to run. Fields that do not apply to the kind are ignored.
+struct ActivitySpec {
+  ActivityKind kind = ActivityKind::kDelay;
+  int16_t priority = 0;                // same-time events: lower priority first
+  TimeNs duration_ns = 0;              // kDelay: fixed; kCompute: uncontended duration
+  ProcessorId processor = kNoProcessor;  // kCompute: where it runs
+  double bytes = 0;                    // kFlow: bytes to move (> 0; 0-byte flows finish at once)
+  PathId path = -1;                    // kFlow: from add_path()
+  // kFlow: processors whose compute slows while this flow is active (its two end GPUs).
+  std::array<ProcessorId, 2> touches{kNoProcessor, kNoProcessor};
+};
+
+struct EngineStats {
+  int64_t activities = 0;
+  int64_t events = 0;         // activity starts plus completions answered
+  int64_t rate_updates = 0;   // max-min solves
+};
+
+class Engine {
+ public:
+  Engine();
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  LinkId add_link(double capacity_bytes_per_s);
+  ProcessorId add_processor(double contended_rate);
+  PathId add_path(std::span<const PathHop> hops);
+
+  // Adds an activity that starts once every activity in `deps` has finished (deps must already
+  // exist). Activities may be added only before run().
+  ActivityId add(const ActivitySpec& spec, std::span<const ActivityId> deps = {});
+
+  // Runs until every activity has finished. Asserts that no dependency cycle strands an
+  // activity (the graph is built acyclic by construction: deps point to earlier ids).
+  void run();
+
+  TimeNs start_ns(ActivityId id) const;
+  TimeNs finish_ns(ActivityId id) const;
+  TimeNs now_ns() const;
+  int64_t size() const;
+  EngineStats stats() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace strata
