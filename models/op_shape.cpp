@@ -59,7 +59,12 @@ OpShape matmul_op(int64_t m, int64_t n, int64_t k, Direction direction, DType dt
 
 // q is (b, heads, s, d); k and v are (b, kv_heads, s, d). Forward: scores = q k^T (2 b s^2 heads d
 // FLOPs), softmax, context = scores v (2 b s^2 heads d): 4 b s^2 heads d. Backward: twice that.
-// Bytes: q, k, v, the (b, heads, s, s) scores written and read back, and the output.
+// Bytes, for the attention core as Megatron-LM ran it unfused (Korthikanti et al. 2022): q, k, v
+// and the output, plus the (b, heads, s, s) scores crossing HBM once per pass. Forward: 6 passes
+// (the QK^T product writes them; softmax reads and writes; dropout reads and writes; the product
+// with V reads). Backward: 8 (the V product's gradient reads the probabilities and writes their
+// gradient; dropout's backward reads and writes; softmax's backward reads the probabilities and
+// the gradient and writes; the QK^T gradients read it) and q, k, v, output and their gradients.
 OpShape attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim, int64_t kv_heads,
                      Direction direction, DType dtype) {
   STRATA_ASSERT(b > 0 && s > 0 && heads > 0 && head_dim > 0 && kv_heads > 0,
@@ -69,7 +74,7 @@ OpShape attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim, int6
   op.flops = 4 * b * s * s * heads * head_dim * backward_factor(direction);
   const int64_t qkv_out = e * b * s * head_dim * (2 * heads + 2 * kv_heads);
   const int64_t scores = e * b * heads * s * s;
-  op.bytes = (qkv_out + 2 * scores) * backward_factor(direction);
+  op.bytes = direction == Direction::kForward ? qkv_out + 6 * scores : 2 * qkv_out + 8 * scores;
   return op;
 }
 

@@ -66,8 +66,13 @@ int64_t head_activation_bytes(const ModelSpec& model, const ParallelPlan& plan) 
   return 2 * d.e * d.sb * model.hidden / d.rep + 4 * d.sb * vocab_shard;
 }
 
+// Megatron-LM's scatter/gather optimization (Narayanan et al. 2021, Sec. 4.1): the TP ranks of a
+// stage hold the same boundary activation, so each sends only its 1/t slice (over its own NIC)
+// and the receiver all-gathers the slices over NVLink; with sequence parallelism the slice is
+// what each rank holds anyway.
 int64_t pipeline_message_bytes(const ModelSpec& model, const ParallelPlan& plan) {
-  return layer_input_bytes(model, plan);
+  const Dims d = dims_of(plan);
+  return d.e * d.sb * model.hidden / d.t;
 }
 
 }  // namespace strata

@@ -124,6 +124,13 @@ class PassLowering {
     return static_cast<int32_t>(ctx_.layout.rank_of(dp_, stage, tp_));
   }
   int64_t virtual_stage(int64_t chunk) const { return chunk * ctx_.plan.pp + state_.stage; }
+  // Without sequence parallelism each TP rank received a 1/t slice of the boundary tensor
+  // (pipeline_message_bytes); the slices are all-gathered over the TP group.
+  TaskId gather_pipeline_slices(TaskId received) {
+    if (ctx_.plan.sequence_parallel) return received;
+    return tp_collective(ctx_, state_, TaskRole::kPipeActivation, CollectiveKind::kAllGather,
+                         ctx_.tp_message_bytes, received);
+  }
 
   const LoweringContext& ctx_;
   RankState& state_;
@@ -144,9 +151,13 @@ void PassLowering::forward(const PipelineWork& work) {
   TaskId input = kNoTask;
   const bool receives = !ctx_.first_virtual_stage(stage, work.chunk);
   if (receives) {
-    p.alloc(Stream::kPpRecv, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
+    // The receive is posted when the schedule reaches it (Megatron-LM's p2p calls run in
+    // schedule order on the main thread), into a buffer allocated there.
+    const TaskId buffer = p.alloc(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
     input = p.recv(TaskRole::kPipeActivation, stage_rank((stage + plan.pp - 1) % plan.pp),
-                   message_tag(plan, WorkKind::kForward, work.micro_batch, vs), ctx_.pipe_bytes);
+                   message_tag(plan, WorkKind::kForward, work.micro_batch, vs), ctx_.pipe_bytes,
+                   {buffer});
+    input = gather_pipeline_slices(input);
   } else {
     const TaskId params = gather_params(ctx_, state_, ctx_.embedding_param_bytes);
     input = p.compute(TaskRole::kEmbedding, op.embedding.forward, {params});
@@ -213,9 +224,11 @@ void PassLowering::backward(const PipelineWork& work) {
   TaskId grad = kNoTask;
   const bool receives = !ctx_.last_virtual_stage(stage, work.chunk);
   if (receives) {
-    p.alloc(Stream::kPpRecv, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
+    const TaskId buffer = p.alloc(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
     grad = p.recv(TaskRole::kPipeGradient, stage_rank((stage + 1) % plan.pp),
-                  message_tag(plan, WorkKind::kBackward, work.micro_batch, vs), ctx_.pipe_bytes);
+                  message_tag(plan, WorkKind::kBackward, work.micro_batch, vs), ctx_.pipe_bytes,
+                  {buffer});
+    grad = gather_pipeline_slices(grad);
   } else {
     const TaskId params = gather_params(ctx_, state_, ctx_.head_param_bytes);
     p.compute(TaskRole::kLoss, op.loss.backward);

@@ -18,7 +18,12 @@
 // bytes over n GPUs with link bandwidth B and latency a: latency 2(n-1)a, then n flows of
 // 2(n-1)S/n bytes each, one per link: 2(n-1)(a + S/(nB)).
 //
-// Wire bytes are the payload divided by the protocol's bandwidth efficiency.
+// A ring step's latency is (number of ring steps) x (the protocol's base latency + the ring's
+// largest per-hop route latency). The protocol is tuning.<fabric>.pick(bytes): nvls for NVLS,
+// net for a ring, tree or all-to-all spanning nodes, nvlink inside a node; a hierarchical plan's
+// intra-node phases use nvlink's and its inter-node phase net's (CollectivePlan::protocol is
+// then the net one). Wire bytes are the payload divided by the protocol's bandwidth efficiency.
+// One algorithm per file: sim/collective_{select,ring,tree,nvls,hierarchical,pairwise}.cpp.
 
 #include <cstdint>
 #include <span>
@@ -36,7 +41,7 @@ const char* to_string(CollectiveAlgorithm algorithm);
 
 struct CollectiveFlow {
   int32_t src_gpu = 0;
-  int32_t dst_gpu = 0;        // == src_gpu for a flow into or out of the switch (NVLS)
+  int32_t dst_gpu = 0;         // == src_gpu for a flow into or out of the switch (NVLS)
   std::vector<int32_t> links;  // topology link ids in order
   double wire_bytes = 0;
 };

@@ -24,10 +24,11 @@ struct StageResult {
   double busy_s = 0;  // the compute stream runs compute tasks
   double idle_s = 0;  // step time minus busy
   // Pipeline bubble over ideal time: idle time not spent waiting on communication, divided by
-  // busy time; (p-1)/m for a uniform 1F1B or GPipe pipeline (Narayanan et al. 2021).
+  // the busy time of the forward, backward and recompute passes (the optimizer step is not part
+  // of the pipeline); (p-1)/m for a uniform 1F1B or GPipe pipeline (Narayanan et al. 2021).
   double bubble_fraction = 0;
-  CommSeconds exposed_comm_s;  // the compute stream idles while this communication runs
-  CommSeconds comm_s;          // communication runs on this stage's rank
+  CommSeconds exposed_comm_s;     // the compute stream idles while this communication runs
+  CommSeconds comm_s;             // communication runs on this stage's rank
   int64_t peak_memory_bytes = 0;  // from the simulated memory timeline
   MemoryBreakdown memory;         // at that peak
 };

@@ -25,13 +25,18 @@ std::span<const EmbeddedFile> embedded_clusters();
 namespace {
 
 constexpr std::string_view kClusterFields[] = {
-    "name",       "device", "gpus_per_node", "max_nodes",
-    "intra_node", "pcie",   "inter_node",    "price_usd_per_gpu_hour"};
+    "name", "device",     "gpus_per_node",          "max_nodes",  "intra_node",
+    "pcie", "inter_node", "price_usd_per_gpu_hour", "collectives"};
 constexpr std::string_view kIntraNodeFields[] = {"fabric", "bw_gbps", "latency_us"};
 constexpr std::string_view kPcieFields[] = {"bw_gbps", "latency_us"};
 constexpr std::string_view kInterNodeFields[] = {
     "nics_per_node",    "nic_bw_gbps",    "nic_latency_us",   "topology",
     "oversubscription", "nodes_per_leaf", "switch_latency_us"};
+
+constexpr std::string_view kCollectivesFields[] = {
+    "in_switch_reduction", "nvlink", "nvls", "nvls_min_bytes", "net", "tree_max_bytes"};
+constexpr std::string_view kProtocolFields[] = {"protocol", "max_bytes", "latency_us",
+                                                "bw_efficiency"};
 
 int64_t us_to_ns(double us) { return std::llround(us * 1e3); }
 
@@ -63,6 +68,105 @@ DeviceSpec parse_cluster_device(const JsonFields& fields) {
                 "(see topologies/README.md)");
   }
   return load_device(name);
+}
+
+Protocol parse_protocol(const std::string& text) {
+  if (text == "LL") return Protocol::kLL;
+  if (text == "LL128") return Protocol::kLL128;
+  return Protocol::kSimple;
+}
+
+// One protocol of a fabric: {"protocol": "LL", "max_bytes": 1048576, "latency_us": 2,
+// "bw_efficiency": 0.5}.
+ProtocolTuning parse_protocol_tuning(const JsonFields& fields) {
+  fields.refuse_unknown(kProtocolFields);
+  ProtocolTuning tuning;
+  tuning.protocol = parse_protocol(fields.choice("protocol", {"LL", "LL128", "Simple"}));
+  tuning.max_bytes = fields.non_negative_int("max_bytes");
+  tuning.base_latency_ns = us_to_ns(fields.positive_number("latency_us", true));
+  tuning.bw_efficiency = fields.positive_number("bw_efficiency");
+  if (tuning.bw_efficiency > 1) {
+    fields.fail("bw_efficiency", fmt::format("must be in (0, 1], found {}", tuning.bw_efficiency),
+                "write the achieved fraction of the link bandwidth, e.g. 0.8 for 80%");
+  }
+  return tuning;
+}
+
+// A fabric's protocols: a non-empty list in increasing "max_bytes", each protocol at most once,
+// the last unlimited (max_bytes 0) so that every message size has a protocol.
+FabricTuning parse_fabric_tuning(const JsonFields& collectives, std::string_view key) {
+  const nlohmann::json& list = collectives.at(key);
+  if (!list.is_array() || list.empty()) {
+    collectives.fail(key, "expected a non-empty list of protocols",
+                     "write [{\"protocol\": \"LL\", \"max_bytes\": 1048576, \"latency_us\": 2, "
+                     "\"bw_efficiency\": 0.5}, ..., {\"protocol\": \"Simple\", \"max_bytes\": 0, "
+                     "...}] (see topologies/README.md)");
+  }
+  FabricTuning fabric;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const JsonFields item(list[i], collectives.where(),
+                          fmt::format("{}[{}]", collectives.field_name(key), i));
+    const ProtocolTuning tuning = parse_protocol_tuning(item);
+    for (const ProtocolTuning& before : fabric.protocols) {
+      if (before.protocol == tuning.protocol) {
+        item.fail("protocol", fmt::format("{} is listed twice", to_string(tuning.protocol)),
+                  "list each protocol once");
+      }
+    }
+    const bool last = i + 1 == list.size();
+    if (last && tuning.max_bytes != 0) {
+      item.fail(
+          "max_bytes",
+          fmt::format("the last protocol must have no size limit, found {}", tuning.max_bytes),
+          "write \"max_bytes\": 0 for the protocol NCCL uses for the largest messages");
+    }
+    if (!last && tuning.max_bytes == 0) {
+      item.fail("max_bytes", "only the last protocol may be unlimited (0)",
+                "give this protocol the largest message size it is used for, or move it last");
+    }
+    if (!last && !fabric.protocols.empty() &&
+        tuning.max_bytes <= fabric.protocols.back().max_bytes) {
+      item.fail("max_bytes",
+                fmt::format("{} is not above the previous protocol's {}", tuning.max_bytes,
+                            fabric.protocols.back().max_bytes),
+                "list the protocols in increasing max_bytes (LL, LL128, Simple)");
+    }
+    fabric.protocols.push_back(tuning);
+  }
+  return fabric;
+}
+
+// The optional "collectives" section: NCCL protocol tuning per fabric (topologies/README.md).
+// Absent parts keep default_collective_tuning(in_switch_reduction).
+void parse_collectives(const JsonFields& fields, ClusterSpec& cluster) {
+  const JsonFields collectives = fields.object("collectives");
+  collectives.refuse_unknown(kCollectivesFields);
+  cluster.in_switch_reduction = collectives.boolean("in_switch_reduction", false);
+  if (cluster.in_switch_reduction && cluster.intra_node != IntraNodeFabric::kNvSwitch) {
+    collectives.fail("in_switch_reduction",
+                     fmt::format("in-switch reduction needs an NVSwitch, but intra_node.fabric "
+                                 "is \"{}\"",
+                                 to_string(cluster.intra_node)),
+                     "remove it, or set intra_node.fabric to \"nvswitch\"");
+  }
+  CollectiveTuning tuning = default_collective_tuning(cluster.in_switch_reduction);
+  if (collectives.has("nvlink")) tuning.nvlink = parse_fabric_tuning(collectives, "nvlink");
+  if (collectives.has("net")) tuning.net = parse_fabric_tuning(collectives, "net");
+  for (const std::string_view key : {"nvls", "nvls_min_bytes"}) {
+    if (collectives.has(key) && !cluster.in_switch_reduction) {
+      collectives.fail(key, "given, but in_switch_reduction is false",
+                       "set \"in_switch_reduction\": true (NVSwitch with NVLink SHARP: DGX "
+                       "H100, H200, B200) or remove it");
+    }
+  }
+  if (collectives.has("nvls")) tuning.nvls = parse_fabric_tuning(collectives, "nvls");
+  if (collectives.has("nvls_min_bytes")) {
+    tuning.nvls_min_bytes = collectives.non_negative_int("nvls_min_bytes");
+  }
+  if (collectives.has("tree_max_bytes")) {
+    tuning.tree_max_bytes = collectives.non_negative_int("tree_max_bytes");
+  }
+  cluster.collectives = std::move(tuning);
 }
 
 ClusterSpec parse_cluster(const JsonFields& fields) {
@@ -104,6 +208,11 @@ ClusterSpec parse_cluster(const JsonFields& fields) {
 
   cluster.price_usd_per_gpu_hour = fields.optional_positive_number("price_usd_per_gpu_hour", true)
                                        .value_or(cluster.device.price_usd_per_hour);
+  if (fields.has("collectives")) {
+    parse_collectives(fields, cluster);
+  } else {
+    cluster.collectives = default_collective_tuning(false);
+  }
   return cluster;
 }
 

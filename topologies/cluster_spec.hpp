@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "topologies/collective_tuning.hpp"
 #include "topologies/device_spec.hpp"
 
 namespace strata {
@@ -34,6 +35,12 @@ struct ClusterSpec {
   int64_t nodes_per_leaf = 0;         // nodes under one leaf switch (rail: per rail group)
   int64_t switch_latency_ns = 0;      // per switch hop
   double price_usd_per_gpu_hour = 0;  // defaults to the device's price; overridable per cluster
+  // NVSwitch with NVLink SHARP (DGX H100, H200, B200; not DGX A100): the switch reduces, so an
+  // all-reduce can run in-switch (NCCL's NVLS algorithm).
+  bool in_switch_reduction = false;
+  // NCCL's protocols per fabric, from the file's "collectives" section or
+  // default_collective_tuning(in_switch_reduction).
+  CollectiveTuning collectives = default_collective_tuning(false);
 
   int64_t nodes_for(int64_t gpus) const { return (gpus + gpus_per_node - 1) / gpus_per_node; }
 };

@@ -9,6 +9,35 @@ namespace {
 double flops_to_tflops(double flops) { return flops / kFlopsPerTflop; }
 double ns_to_us(int64_t ns) { return static_cast<double>(ns) / 1e3; }
 
+nlohmann::json fabric_to_json(const FabricTuning& fabric) {
+  nlohmann::json protocols = nlohmann::json::array();
+  for (const ProtocolTuning& tuning : fabric.protocols) {
+    protocols.push_back({
+        {"protocol", to_string(tuning.protocol)},
+        {"max_bytes", tuning.max_bytes},
+        {"latency_us", ns_to_us(tuning.base_latency_ns)},
+        {"bw_efficiency", tuning.bw_efficiency},
+    });
+  }
+  return protocols;
+}
+
+// The "collectives" section; NVLS only where the switch reduces, as the reader requires.
+nlohmann::json collectives_to_json(const ClusterSpec& cluster) {
+  const CollectiveTuning& tuning = cluster.collectives;
+  nlohmann::json json{
+      {"in_switch_reduction", cluster.in_switch_reduction},
+      {"nvlink", fabric_to_json(tuning.nvlink)},
+      {"net", fabric_to_json(tuning.net)},
+      {"tree_max_bytes", tuning.tree_max_bytes},
+  };
+  if (cluster.in_switch_reduction && !tuning.nvls.protocols.empty()) {
+    json["nvls"] = fabric_to_json(tuning.nvls);
+    json["nvls_min_bytes"] = tuning.nvls_min_bytes;
+  }
+  return json;
+}
+
 }  // namespace
 
 // The device format of topologies/README.md, every field written (0 where the device has no
@@ -63,6 +92,7 @@ nlohmann::json cluster_to_json(const ClusterSpec& cluster) {
            {"switch_latency_us", ns_to_us(cluster.switch_latency_ns)},
        }},
       {"price_usd_per_gpu_hour", cluster.price_usd_per_gpu_hour},
+      {"collectives", collectives_to_json(cluster)},
   };
 }
 

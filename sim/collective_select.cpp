@@ -1,0 +1,158 @@
+// Which algorithm NCCL would run (sim/collective.hpp), point-to-point transfers, and nccl-tests'
+// bus bandwidth factor. The algorithms live one per file (collective_ring.cpp, ...).
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+#include "sim/collective.hpp"
+#include "sim/collective_algorithms.hpp"
+
+namespace strata {
+
+namespace collective_detail {
+
+bool Placement::uniform() const {
+  return std::all_of(nodes.begin(), nodes.end(),
+                     [this](const auto& node) { return node.size() == nodes.front().size(); });
+}
+
+Placement place(const Topology& topology, std::span<const int64_t> gpus) {
+  Placement placement;
+  placement.ordered.assign(gpus.begin(), gpus.end());
+  // GPU ids are numbered node-major, so ascending ids are (node, local GPU) order.
+  std::sort(placement.ordered.begin(), placement.ordered.end());
+  for (size_t i = 0; i < placement.ordered.size(); ++i) {
+    const int64_t gpu = placement.ordered[i];
+    STRATA_ASSERT(
+        gpu >= 0 && gpu < topology.gpus(),
+        fmt::format("group member GPU {} within the topology's {}", gpu, topology.gpus()));
+    STRATA_ASSERT(i == 0 || placement.ordered[i - 1] != gpu,
+                  fmt::format("GPU {} appears twice in one collective group", gpu));
+    if (i == 0 || topology.node_of(placement.ordered[i - 1]) != topology.node_of(gpu)) {
+      placement.nodes.emplace_back();
+    }
+    placement.nodes.back().push_back(gpu);
+  }
+  return placement;
+}
+
+double wire_bytes(double payload_bytes, const ProtocolTuning& tuning) {
+  return payload_bytes / tuning.bw_efficiency;
+}
+
+}  // namespace collective_detail
+
+using collective_detail::Placement;
+
+const char* to_string(CollectiveAlgorithm algorithm) {
+  switch (algorithm) {
+    case CollectiveAlgorithm::kRing:
+      return "ring";
+    case CollectiveAlgorithm::kTree:
+      return "tree";
+    case CollectiveAlgorithm::kNvls:
+      return "nvls";
+    case CollectiveAlgorithm::kHierarchical:
+      return "hierarchical";
+    case CollectiveAlgorithm::kPairwise:
+      return "pairwise";
+  }
+  return "?";
+}
+
+namespace {
+
+// NVLS needs an NVSwitch that reduces (ClusterSpec::in_switch_reduction), an NVLS tuning and a
+// message of at least nvls_min_bytes (below it NCCL's rings are faster: nccl_busbw.csv, 8 x H200:
+// "RING/LL up to 1MiB, NVLS/SIMPLE from 2MiB").
+bool nvls_applies(const Topology& topology, const CollectiveTuning& tuning, int64_t bytes) {
+  const ClusterSpec& cluster = topology.cluster();
+  return cluster.intra_node == IntraNodeFabric::kNvSwitch && cluster.in_switch_reduction &&
+         !tuning.nvls.protocols.empty() && bytes >= tuning.nvls_min_bytes;
+}
+
+// Several members on each of several nodes, the same number on each: the intra-node phases use
+// every member and the inter-node phase one ring per local position, each on its own NIC.
+bool hierarchical_applies(const Placement& placement) {
+  return placement.spans_nodes() && placement.uniform() && placement.nodes.front().size() > 1;
+}
+
+}  // namespace
+
+// The choice, in the order NCCL's tuner would make it for these shapes:
+//  - all-to-all: pairwise; broadcast: a pipelined chain;
+//  - all-reduce in one node: NVLS when it applies, else a ring;
+//  - all-reduce across nodes: the double binary tree up to tree_max_bytes, then hierarchical
+//    rings when members share nodes evenly, else one ring;
+//  - reduce-scatter and all-gather: hierarchical across nodes when members share nodes evenly,
+//    else one ring.
+// Rings use the nvlink protocols inside a node and the net protocols when they cross nodes.
+CollectivePlan plan_collective(const Topology& topology, const CollectiveTuning& tuning,
+                               CollectiveKind kind, std::span<const int64_t> gpus, int64_t bytes) {
+  STRATA_ASSERT(bytes >= 0, fmt::format("a collective moves >= 0 bytes, got {}", bytes));
+  const Placement placement = collective_detail::place(topology, gpus);
+  const bool spans = placement.spans_nodes();
+  const FabricTuning& fabric = spans ? tuning.net : tuning.nvlink;
+  if (gpus.size() <= 1) {
+    return {CollectiveAlgorithm::kRing, fabric.pick(bytes).protocol, {}};
+  }
+  switch (kind) {
+    case CollectiveKind::kAllToAll:
+      return collective_detail::plan_pairwise(topology, fabric, placement, bytes);
+    case CollectiveKind::kBroadcast:
+      return collective_detail::plan_ring(topology, fabric, kind, placement, gpus.front(), bytes);
+    case CollectiveKind::kAllReduce:
+      if (!spans && nvls_applies(topology, tuning, bytes)) {
+        return collective_detail::plan_nvls(topology, tuning.nvls, placement.ordered, bytes);
+      }
+      if (spans && bytes <= tuning.tree_max_bytes) {
+        return collective_detail::plan_tree(topology, tuning, placement, bytes);
+      }
+      break;
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllGather:
+      break;
+  }
+  if (hierarchical_applies(placement)) {
+    return collective_detail::plan_hierarchical(topology, tuning, kind, placement, bytes);
+  }
+  return collective_detail::plan_ring(topology, fabric, kind, placement, gpus.front(), bytes);
+}
+
+// One step: the protocol's base latency plus the route's, then one flow on the route.
+CollectivePlan plan_p2p(const Topology& topology, const CollectiveTuning& tuning, int64_t src_gpu,
+                        int64_t dst_gpu, int64_t bytes) {
+  STRATA_ASSERT(bytes >= 0, fmt::format("a transfer moves >= 0 bytes, got {}", bytes));
+  const bool spans = topology.node_of(src_gpu) != topology.node_of(dst_gpu);
+  const ProtocolTuning& protocol = (spans ? tuning.net : tuning.nvlink).pick(bytes);
+  CollectivePlan plan{CollectiveAlgorithm::kRing, protocol.protocol, {}};
+  if (src_gpu == dst_gpu) return plan;  // a copy on one GPU: nothing crosses a link
+  Route route = topology.route(src_gpu, dst_gpu);
+  CollectiveStep step;
+  step.latency_ns = protocol.base_latency_ns + route.latency_ns;
+  step.flows.push_back({static_cast<int32_t>(src_gpu), static_cast<int32_t>(dst_gpu),
+                        std::move(route.links),
+                        collective_detail::wire_bytes(static_cast<double>(bytes), protocol)});
+  plan.steps.push_back(std::move(step));
+  return plan;
+}
+
+double busbw_factor(CollectiveKind kind, int64_t ranks) {
+  const double n = static_cast<double>(ranks);
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return 2 * (n - 1) / n;
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kAllToAll:  // nccl-tests alltoall_perf: (n-1)/n
+      return (n - 1) / n;
+    case CollectiveKind::kBroadcast:
+      return 1;
+  }
+  return 1;
+}
+
+}  // namespace strata

@@ -1,0 +1,70 @@
+#pragma once
+// The compute cost model (DESIGN.md, "Cost models"): per op,
+//   time = max(flops / (peak(dtype) * eff_flops(op kind, flops)),
+//              bytes / (hbm_bw * eff_mem(op kind, bytes))) + launch overhead,
+// with efficiencies from per-device tables, piecewise linear in log10 of the problem size (FLOPs
+// for the compute roof, bytes for the memory roof) and clamped at the ends. The built-in tables
+// (sim/default_efficiency.cpp) say how each number was set; measured tables (strata calibrate)
+// replace them through a calibration file (sim/calibration_json.cpp).
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models/ops.hpp"
+#include "sim/engine.hpp"
+#include "topologies/device_spec.hpp"
+
+namespace strata {
+
+inline constexpr int kOpKindCount = 7;
+
+// (size, efficiency) points in increasing size; efficiency in (0, 1].
+struct EfficiencyCurve {
+  std::vector<std::pair<double, double>> points;
+
+  double at(double size) const;
+};
+
+struct OpEfficiency {
+  EfficiencyCurve flops;   // size: the op's FLOPs
+  EfficiencyCurve memory;  // size: the op's bytes
+};
+
+struct DeviceEfficiency {
+  std::string device;                          // DeviceSpec::name it applies to
+  std::array<OpEfficiency, kOpKindCount> ops;  // by OpKind
+  // Compute runs this much slower while communication kernels share the GPU: rate 1 / (1 + f).
+  double comm_slowdown = 0;
+  // Overrides the device's launch overhead when set (measured per-kernel gap).
+  std::optional<int64_t> launch_overhead_ns;
+
+  const OpEfficiency& op(OpKind kind) const { return ops[static_cast<size_t>(kind)]; }
+};
+
+// Efficiency tables for one or more devices, as `strata calibrate` writes them.
+struct Calibration {
+  std::string source;  // the file it was read from
+  std::vector<DeviceEfficiency> devices;
+};
+
+// The built-in tables for a device (by name; an unknown device gets tables derived from its
+// measured matmul maximum and datasheet, see default_efficiency.cpp).
+DeviceEfficiency default_efficiency(const DeviceSpec& device);
+
+// The calibration's table for the device when it has one, else the built-in one.
+DeviceEfficiency efficiency_for(const DeviceSpec& device,
+                                const std::optional<Calibration>& calibration);
+
+// Uncontended time of one op on one GPU.
+TimeNs compute_time_ns(const DeviceSpec& device, const DeviceEfficiency& efficiency,
+                       const OpShape& op);
+
+// Reads a calibration file (JSON, format in sim/README.md). Throws InputError naming the file
+// and field.
+Calibration load_calibration(const std::string& path);
+
+}  // namespace strata

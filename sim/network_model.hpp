@@ -1,0 +1,53 @@
+#pragma once
+// The network side of simulate(): turns a collective instance or a pipeline transfer of the task
+// graph into engine activities (a latency delay and the flows of each step of its algorithm) on
+// the cluster's topology graph.
+//
+// Folded graphs hold one rank per pipeline stage, but every DP replica and TP peer runs the same
+// collectives at the same time. The model plans the collective for each symmetric image of the
+// group too (the other TP groups of the stage for a DP group, the other DP replicas for a TP
+// group, ...) and gives each simulated flow, on each link, the weight of the image flows that
+// cross that link: a NIC shared by eight rails' rings carries eight flows, not one.
+//
+// Plans are cached per (group, kind, bytes) and per (sender, receiver, bytes): a step has a few
+// dozen distinct collectives, repeated per layer and micro-batch.
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "plan/rank_layout.hpp"
+#include "plan/task_graph.hpp"
+#include "sim/transfer_builder.hpp"
+
+namespace strata {
+
+class NetworkModel {
+ public:
+  // `processor_of_rank[r]` is the engine processor of global rank r, or kNoProcessor when r is
+  // not simulated (folded graphs).
+  NetworkModel(const TaskGraph& graph, const ClusterSpec& cluster, const ParallelPlan& plan,
+               Engine& engine, std::vector<ProcessorId> processor_of_rank);
+
+  // Adds the activities of one instance of a collective on `group` that start after `join`;
+  // returns the activity that finishes with it.
+  ActivityId add_collective(int32_t group, CollectiveKind kind, int64_t bytes, ActivityId join);
+  // The same for a pipeline transfer from rank `src` to rank `dst`.
+  ActivityId add_p2p(int64_t src, int64_t dst, int64_t bytes, ActivityId join);
+
+ private:
+  // The rank shifts (ddp, dtp) that map a group onto its symmetric copies in a folded graph,
+  // over the DP replicas and/or the TP ranks of a stage; {(0, 0)} in a full graph.
+  std::vector<std::pair<int64_t, int64_t>> images(bool over_dp, bool over_tp) const;
+  int64_t shifted(int64_t rank, std::pair<int64_t, int64_t> shift) const;
+
+  const TaskGraph& graph_;
+  const ParallelPlan& plan_;
+  RankLayout layout_;
+  TransferBuilder builder_;
+  std::map<std::tuple<int32_t, CollectiveKind, int64_t>, Transfer> collectives_;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, Transfer> transfers_;
+};
+
+}  // namespace strata

@@ -1,0 +1,250 @@
+// simulate(): the task graph onto the engine (sim/simulate.hpp).
+
+#include "sim/simulate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+#include "sim/network_model.hpp"
+#include "sim/step_metrics.hpp"
+
+namespace strata {
+
+namespace {
+
+void check_options(const CompiledPlan& compiled, const SimOptions& options) {
+  const int64_t world = compiled.plan.gpus();
+  const bool full = compiled.graph.mode() == GraphMode::kFull;
+  for (const SlowRank& slow : options.slow_ranks) {
+    if (!full) {
+      throw InputError("command line", "--slow-rank", "a straggler needs every rank simulated",
+                       "add --graph full");
+    }
+    if (slow.rank < 0 || slow.rank >= world) {
+      throw InputError("command line", "--slow-rank",
+                       fmt::format("rank {} is outside the plan's {} ranks", slow.rank, world),
+                       fmt::format("name a rank from 0 to {}", world - 1));
+    }
+    if (!(slow.factor >= 1.0)) {
+      throw InputError("command line", "--slow-rank",
+                       fmt::format("factor {} is below 1", slow.factor),
+                       "write RANK:FACTOR with FACTOR >= 1, e.g. 3:1.5");
+    }
+  }
+  for (const RankDevice& mixed : options.rank_devices) {
+    if (!full) {
+      throw InputError("command line", "--rank-device",
+                       "mixed device types need every rank simulated", "add --graph full");
+    }
+    if (mixed.first < 0 || mixed.last < mixed.first || mixed.last >= world) {
+      throw InputError(
+          "command line", "--rank-device",
+          fmt::format("ranks {}-{} are not a range inside the plan's {} ranks", mixed.first,
+                      mixed.last, world),
+          fmt::format("write FIRST-LAST:DEVICE with 0 <= FIRST <= LAST <= {}", world - 1));
+    }
+  }
+}
+
+using InstanceKey = std::tuple<int64_t, int32_t, int32_t>;
+
+// The members of one collective instance or p2p transfer seen so far while walking the graph.
+struct Pending {
+  std::vector<ActivityId> ready;
+  std::vector<ActivityId> done;
+  std::vector<TaskId> tasks;
+};
+
+class GraphMapper {
+ public:
+  GraphMapper(const CompiledPlan& compiled, const SimOptions& options)
+      : compiled_(compiled), graph_(compiled.graph), options_(options) {}
+
+  StepTimeline run() {
+    const std::vector<ProcessorId> processor_of_rank = add_processors();
+    NetworkModel network(graph_, compiled_.cluster, compiled_.plan, engine_, processor_of_rank);
+    const std::vector<TaskId> previous = stream_predecessors(graph_);
+    const auto n = static_cast<size_t>(graph_.size());
+    start_.assign(n, kNoActivity);
+    transfer_.assign(n, kNoActivity);
+    finish_.assign(n, kNoActivity);
+    std::vector<ActivityId> deps;
+    for (TaskId id = 0; id < graph_.size(); ++id) {
+      const Task& task = graph_.task(id);
+      deps.clear();
+      for (const TaskId dep : graph_.deps(id)) deps.push_back(finish_[static_cast<size_t>(dep)]);
+      if (previous[static_cast<size_t>(id)] >= 0) {
+        deps.push_back(finish_[static_cast<size_t>(previous[static_cast<size_t>(id)])]);
+      }
+      switch (task.kind) {
+        case TaskKind::kCompute:
+          add_single(id, engine_.add(compute_spec(task), deps));
+          break;
+        case TaskKind::kMemory:
+          add_single(id, engine_.add({.kind = ActivityKind::kDelay}, deps));
+          break;
+        case TaskKind::kCollective:
+        case TaskKind::kP2p:
+          add_member(id, task, deps, network);
+          break;
+      }
+    }
+    STRATA_ASSERT(pending_.empty(), "a collective or p2p transfer misses members in the graph");
+    engine_.run();
+    StepTimeline timeline;
+    timeline.tasks.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      // Ready and join activities take no time: their start is the member's start and the
+      // transfer's.
+      timeline.tasks[i] = {engine_.start_ns(start_[i]), engine_.start_ns(transfer_[i]),
+                           engine_.finish_ns(finish_[i])};
+    }
+    timeline.rank_devices = rank_devices_;
+    timeline.engine = engine_.stats();
+    return timeline;
+  }
+
+ private:
+  // One processor per graph rank, with its device, efficiency tables and straggler factor.
+  std::vector<ProcessorId> add_processors() {
+    std::vector<ProcessorId> processor_of_rank(static_cast<size_t>(compiled_.plan.gpus()),
+                                               kNoProcessor);
+    for (const GraphRank& rank : graph_.ranks()) {
+      DeviceSpec device = compiled_.cluster.device;
+      for (const RankDevice& mixed : options_.rank_devices) {
+        if (rank.rank >= mixed.first && rank.rank <= mixed.last) device = mixed.device;
+      }
+      double slow = 1.0;
+      for (const SlowRank& s : options_.slow_ranks) {
+        if (s.rank == rank.rank) slow *= s.factor;
+      }
+      const int32_t efficiency = efficiency_index(device);
+      const double contended =
+          1.0 / (1.0 + efficiencies_[static_cast<size_t>(efficiency)].comm_slowdown);
+      const ProcessorId processor = engine_.add_processor(contended);
+      processor_of_rank[static_cast<size_t>(rank.rank)] = processor;
+      rank_devices_.push_back(device);
+      ranks_.push_back({processor, efficiency, slow});
+      rank_index_[rank.rank] = static_cast<int32_t>(ranks_.size() - 1);
+    }
+    return processor_of_rank;
+  }
+
+  int32_t efficiency_index(const DeviceSpec& device) {
+    for (size_t i = 0; i < devices_.size(); ++i) {
+      if (devices_[i].name == device.name) return static_cast<int32_t>(i);
+    }
+    devices_.push_back(device);
+    efficiencies_.push_back(efficiency_for(device, options_.calibration));
+    op_times_.emplace_back(graph_.ops().size(), -1);
+    return static_cast<int32_t>(devices_.size() - 1);
+  }
+
+  ActivitySpec compute_spec(const Task& task) {
+    const RankCompute& rank = ranks_[static_cast<size_t>(rank_index_.at(task.rank))];
+    const auto e = static_cast<size_t>(rank.efficiency);
+    TimeNs& time = op_times_[e][static_cast<size_t>(task.op)];
+    if (time < 0) time = compute_time_ns(devices_[e], efficiencies_[e], graph_.op(task.op));
+    ActivitySpec spec{.kind = ActivityKind::kCompute, .processor = rank.processor};
+    spec.duration_ns =
+        rank.slow == 1.0 ? time
+                         : static_cast<TimeNs>(std::llround(static_cast<double>(time) * rank.slow));
+    return spec;
+  }
+
+  void add_single(TaskId id, ActivityId activity) {
+    const auto i = static_cast<size_t>(id);
+    start_[i] = transfer_[i] = finish_[i] = activity;
+  }
+
+  // A collective member or a send/recv: it is ready when its deps are; the transfer starts when
+  // every simulated member is ready, and every member finishes with it.
+  void add_member(TaskId id, const Task& task, const std::vector<ActivityId>& deps,
+                  NetworkModel& network) {
+    const auto i = static_cast<size_t>(id);
+    start_[i] = engine_.add({.kind = ActivityKind::kDelay}, deps);
+    finish_[i] = engine_.add({.kind = ActivityKind::kDelay});
+    const auto [key, expected] = instance_key(task);
+    Pending& pending = pending_[key];
+    pending.ready.push_back(start_[i]);
+    pending.done.push_back(finish_[i]);
+    pending.tasks.push_back(id);
+    if (static_cast<int64_t>(pending.tasks.size()) < expected) return;
+
+    const ActivityId join = engine_.add({.kind = ActivityKind::kDelay}, pending.ready);
+    ActivityId end = kNoActivity;
+    if (task.kind == TaskKind::kCollective) {
+      end = network.add_collective(task.group, task.collective, task.bytes, join);
+    } else {
+      const bool send = task.p2p == P2pKind::kSend;
+      end = network.add_p2p(send ? task.rank : task.peer, send ? task.peer : task.rank, task.bytes,
+                            join);
+    }
+    for (const ActivityId done : pending.done) engine_.add_dependency(done, end);
+    for (const TaskId member : pending.tasks) transfer_[static_cast<size_t>(member)] = join;
+    pending_.erase(key);
+  }
+
+  // Collectives: the k-th collective task of a rank on a group meets the k-th of every other
+  // member, key (0, group, k); p2p: a send meets the recv with the same (sender, receiver, tag),
+  // key (1 + sender, receiver, tag). Returns the key and how many members the graph holds.
+  std::pair<InstanceKey, int64_t> instance_key(const Task& task) {
+    if (task.kind == TaskKind::kCollective) {
+      const int32_t occurrence = occurrences_[{task.rank, task.group}]++;
+      return {{0, task.group, occurrence}, members_in_graph(task.group)};
+    }
+    const bool send = task.p2p == P2pKind::kSend;
+    const int32_t sender = send ? task.rank : task.peer;
+    const int32_t receiver = send ? task.peer : task.rank;
+    return {{1 + int64_t{sender}, receiver, task.tag}, rank_index_.count(task.peer) ? 2 : 1};
+  }
+
+  int64_t members_in_graph(int32_t group) {
+    auto [it, inserted] = group_members_.try_emplace(group, 0);
+    if (inserted) {
+      for (const int32_t member : graph_.group(group).ranks)
+        it->second += rank_index_.count(member);
+    }
+    return it->second;
+  }
+
+  struct RankCompute {
+    ProcessorId processor = kNoProcessor;
+    int32_t efficiency = 0;
+    double slow = 1.0;
+  };
+
+  const CompiledPlan& compiled_;
+  const TaskGraph& graph_;
+  const SimOptions& options_;
+  Engine engine_;
+  std::vector<ActivityId> start_, transfer_, finish_;
+  std::vector<RankCompute> ranks_;
+  std::vector<DeviceSpec> rank_devices_;
+  std::unordered_map<int32_t, int32_t> rank_index_;  // global rank -> graph rank (lookups only)
+  std::vector<DeviceSpec> devices_;
+  std::vector<DeviceEfficiency> efficiencies_;
+  std::vector<std::vector<TimeNs>> op_times_;  // by device, op
+  std::map<InstanceKey, Pending> pending_;
+  std::map<std::pair<int32_t, int32_t>, int32_t> occurrences_;  // (rank, group) -> collectives
+  std::map<int32_t, int64_t> group_members_;                    // group -> members in graph
+};
+
+}  // namespace
+
+SimResult simulate(const CompiledPlan& compiled, const SimOptions& options) {
+  STRATA_ASSERT(compiled.validation.ok(), "simulate() needs a valid task graph");
+  check_options(compiled, options);
+  GraphMapper mapper(compiled, options);
+  const double price = options.price_usd_per_gpu_hour > 0 ? options.price_usd_per_gpu_hour
+                                                          : compiled.cluster.price_usd_per_gpu_hour;
+  return summarize_step(compiled, mapper.run(), price);
+}
+
+}  // namespace strata

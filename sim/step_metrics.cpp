@@ -1,0 +1,229 @@
+// Step metrics from the simulated timeline (sim/step_metrics.hpp).
+
+#include "sim/step_metrics.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "common/units.hpp"
+
+namespace strata {
+
+namespace {
+
+struct Interval {
+  TimeNs begin = 0;
+  TimeNs end = 0;
+};
+
+// Sorted, disjoint, non-empty intervals covering the same time as `intervals`.
+std::vector<Interval> merged(std::vector<Interval> intervals) {
+  std::sort(intervals.begin(), intervals.end(),
+            [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
+  std::vector<Interval> out;
+  for (const Interval& i : intervals) {
+    if (i.end <= i.begin) continue;
+    if (!out.empty() && i.begin <= out.back().end) {
+      out.back().end = std::max(out.back().end, i.end);
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+TimeNs length(const std::vector<Interval>& intervals) {
+  TimeNs total = 0;
+  for (const Interval& i : intervals) total += i.end - i.begin;
+  return total;
+}
+
+// Time covered by `a` and not by `b` (both merged).
+TimeNs length_outside(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  TimeNs total = 0;
+  size_t j = 0;
+  for (const Interval& i : a) {
+    TimeNs cursor = i.begin;
+    while (j < b.size() && b[j].end <= cursor) ++j;
+    for (size_t k = j; k < b.size() && b[k].begin < i.end; ++k) {
+      if (b[k].begin > cursor) total += b[k].begin - cursor;
+      cursor = std::max(cursor, b[k].end);
+    }
+    if (cursor < i.end) total += i.end - cursor;
+  }
+  return total;
+}
+
+std::vector<Interval> combined(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::vector<Interval> both = a;
+  both.insert(both.end(), b.begin(), b.end());
+  return merged(std::move(both));
+}
+
+double seconds(TimeNs ns) { return static_cast<double>(ns) / static_cast<double>(kNsPerSecond); }
+
+enum class CommKind { kTp, kPp, kDp };
+
+CommKind comm_kind(const TaskGraph& graph, const Task& task) {
+  if (task.kind == TaskKind::kP2p) return CommKind::kPp;
+  return graph.group(task.group).kind == GroupKind::kTp ? CommKind::kTp : CommKind::kDp;
+}
+
+// One graph rank's share of the step.
+struct RankTimeline {
+  std::vector<Interval> busy;                 // compute stream
+  TimeNs optimizer_ns = 0;                    // of which the optimizer step
+  std::array<std::vector<Interval>, 3> comm;  // by CommKind
+  std::vector<std::pair<TimeNs, TaskId>> memory_events;
+};
+
+struct RankMemory {
+  std::vector<MemorySample> samples;
+  int64_t peak_bytes = 0;
+  MemoryBreakdown at_peak;
+};
+
+// Replays the rank's memory tasks in time order (task order within one instant, as the memory
+// plan replays them) on top of its model states.
+RankMemory replay_memory(const TaskGraph& graph, const StageMemory& stage,
+                         std::vector<std::pair<TimeNs, TaskId>> events) {
+  std::sort(events.begin(), events.end());
+  MemoryBreakdown live;
+  live.params = stage.at_peak.params;
+  live.grads = stage.at_peak.grads;
+  live.optimizer = stage.at_peak.optimizer;
+  RankMemory memory;
+  memory.samples.push_back({0, live.total()});
+  memory.peak_bytes = live.total();
+  memory.at_peak = live;
+  for (const auto& [time, id] : events) {
+    const Task& task = graph.task(id);
+    const int64_t delta = task.memory == MemoryAction::kAlloc ? task.bytes : -task.bytes;
+    (counts_as_activations(task.buffer) ? live.activations : live.buffers) += delta;
+    if (memory.samples.back().time_ns == time) {
+      memory.samples.back().bytes = live.total();
+    } else {
+      memory.samples.push_back({time, live.total()});
+    }
+    if (live.total() > memory.peak_bytes) {
+      memory.peak_bytes = live.total();
+      memory.at_peak = live;
+    }
+  }
+  return memory;
+}
+
+CommSeconds comm_seconds(TimeNs tp, TimeNs pp, TimeNs dp) {
+  return {seconds(tp), seconds(pp), seconds(dp)};
+}
+
+}  // namespace
+
+SimResult summarize_step(const CompiledPlan& compiled, StepTimeline timeline,
+                         double price_usd_per_gpu_hour) {
+  const TaskGraph& graph = compiled.graph;
+  const ParallelPlan& plan = compiled.plan;
+  SimResult result;
+  TimeNs step_ns = 0;
+  for (const TaskTiming& t : timeline.tasks) step_ns = std::max(step_ns, t.finish_ns);
+
+  std::vector<int32_t> rank_index(static_cast<size_t>(plan.gpus()), -1);
+  for (size_t i = 0; i < graph.ranks().size(); ++i) {
+    rank_index[static_cast<size_t>(graph.ranks()[i].rank)] = static_cast<int32_t>(i);
+  }
+  std::vector<RankTimeline> ranks(graph.ranks().size());
+  for (TaskId id = 0; id < graph.size(); ++id) {
+    const Task& task = graph.task(id);
+    const TaskTiming& t = timeline.tasks[static_cast<size_t>(id)];
+    RankTimeline& rank = ranks[static_cast<size_t>(rank_index[static_cast<size_t>(task.rank)])];
+    switch (task.kind) {
+      case TaskKind::kCompute:
+        if (task.stream != Stream::kCompute) break;
+        rank.busy.push_back({t.start_ns, t.finish_ns});
+        if (task.phase == Phase::kOptimizer) rank.optimizer_ns += t.finish_ns - t.start_ns;
+        break;
+      case TaskKind::kMemory:
+        rank.memory_events.emplace_back(t.finish_ns, id);
+        break;
+      case TaskKind::kCollective:
+      case TaskKind::kP2p:
+        rank.comm[static_cast<size_t>(comm_kind(graph, task))].push_back(
+            {t.transfer_ns, t.finish_ns});
+        break;
+    }
+  }
+
+  // Per stage, the rank whose compute is busiest stands for it (all ranks of a stage alike on a
+  // uniform cluster; the straggler's on a mixed one).
+  result.per_stage.resize(static_cast<size_t>(plan.pp));
+  std::vector<TimeNs> stage_busy(static_cast<size_t>(plan.pp), -1);
+  result.fits_in_memory = true;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    RankTimeline& rank = ranks[r];
+    const auto stage = static_cast<size_t>(graph.ranks()[r].stage);
+    const std::vector<Interval> busy = merged(std::move(rank.busy));
+    const std::vector<Interval> tp = merged(std::move(rank.comm[0]));
+    const std::vector<Interval> pp = merged(std::move(rank.comm[1]));
+    const std::vector<Interval> dp = merged(std::move(rank.comm[2]));
+    // Exposed: communication while the compute stream idles, each instant counted once (TP
+    // before PP before DP).
+    const std::vector<Interval> busy_tp = combined(busy, tp);
+    const std::vector<Interval> busy_tp_pp = combined(busy_tp, pp);
+    const TimeNs exposed_tp = length_outside(tp, busy);
+    const TimeNs exposed_pp = length_outside(pp, busy_tp);
+    const TimeNs exposed_dp = length_outside(dp, busy_tp_pp);
+    const TimeNs busy_ns = length(busy);
+    RankMemory memory = replay_memory(graph, compiled.memory.stages[stage], rank.memory_events);
+    if (memory.peak_bytes > timeline.rank_devices[r].hbm_bytes) result.fits_in_memory = false;
+
+    StageResult& out = result.per_stage[stage];
+    if (memory.peak_bytes > out.peak_memory_bytes) {
+      out.peak_memory_bytes = memory.peak_bytes;
+      out.memory = memory.at_peak;
+    }
+    result.memory_timeline.push_back(std::move(memory.samples));
+    if (busy_ns <= stage_busy[stage]) continue;
+    stage_busy[stage] = busy_ns;
+    out.stage = static_cast<int64_t>(stage);
+    out.busy_s = seconds(busy_ns);
+    out.idle_s = seconds(step_ns - busy_ns);
+    out.exposed_comm_s = comm_seconds(exposed_tp, exposed_pp, exposed_dp);
+    out.comm_s = comm_seconds(length(tp), length(pp), length(dp));
+    const TimeNs bubble_ns =
+        std::max<TimeNs>(0, step_ns - busy_ns - exposed_tp - exposed_pp - exposed_dp);
+    const TimeNs pipeline_ns = busy_ns - rank.optimizer_ns;
+    out.bubble_fraction =
+        pipeline_ns > 0 ? static_cast<double>(bubble_ns) / static_cast<double>(pipeline_ns) : 0.0;
+  }
+
+  const double step_s = seconds(step_ns);
+  const auto gpus = static_cast<double>(plan.gpus());
+  const auto tokens = static_cast<double>(plan.tokens_per_step());
+  result.step_time_s = step_s;
+  result.tokens_per_s = tokens / step_s;
+  result.samples_per_s = static_cast<double>(plan.global_batch) / step_s;
+  result.model_flops_per_step = compiled.flops.model;
+  result.hardware_flops_per_step = compiled.flops.hardware;
+  result.model_tflops_per_gpu = compiled.flops.model / step_s / gpus / kFlopsPerTflop;
+  result.hardware_tflops_per_gpu = compiled.flops.hardware / step_s / gpus / kFlopsPerTflop;
+  const double peak = compiled.cluster.device.peak_flops(plan.dtype);
+  result.mfu = compiled.flops.model / (step_s * gpus * peak);
+  result.hfu = compiled.flops.hardware / (step_s * gpus * peak);
+  for (const StageResult& stage : result.per_stage) {
+    result.bubble_fraction = std::max(result.bubble_fraction, stage.bubble_fraction);
+    result.exposed_comm_s.tp = std::max(result.exposed_comm_s.tp, stage.exposed_comm_s.tp);
+    result.exposed_comm_s.pp = std::max(result.exposed_comm_s.pp, stage.exposed_comm_s.pp);
+    result.exposed_comm_s.dp = std::max(result.exposed_comm_s.dp, stage.exposed_comm_s.dp);
+    result.comm_s.tp = std::max(result.comm_s.tp, stage.comm_s.tp);
+    result.comm_s.pp = std::max(result.comm_s.pp, stage.comm_s.pp);
+    result.comm_s.dp = std::max(result.comm_s.dp, stage.comm_s.dp);
+    result.peak_memory_bytes = std::max(result.peak_memory_bytes, stage.peak_memory_bytes);
+  }
+  result.cost_usd_per_step = step_s / 3600.0 * gpus * price_usd_per_gpu_hour;
+  result.cost_usd_per_million_tokens = result.cost_usd_per_step / tokens * 1e6;
+  result.tasks = std::move(timeline.tasks);
+  result.engine = timeline.engine;
+  return result;
+}
+
+}  // namespace strata

@@ -1,0 +1,118 @@
+// The compute cost model: roofline times from FLOPs and bytes, efficiency curves and calibration
+// files.
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "common/error.hpp"
+#include "sim/compute_model.hpp"
+#include "tests/input_error.hpp"
+
+namespace strata {
+namespace {
+
+// Piecewise linear in log10(size): halfway between 1e8 (0.3) and 1e10 (0.7) in log space, at
+// 1e9, the efficiency is 0.5; beyond the ends it is flat.
+TEST_CASE("efficiency curves interpolate in log size and clamp", "[sim][compute]") {
+  const EfficiencyCurve curve{{{1e8, 0.3}, {1e10, 0.7}}};
+  CHECK(curve.at(1e9) == Approx(0.5));
+  CHECK(curve.at(1e7) == Approx(0.3));
+  CHECK(curve.at(1e12) == Approx(0.7));
+  CHECK(curve.at(std::sqrt(1e8 * 1e9)) == Approx(0.4));
+}
+
+// time = max(flops / (peak * eff_flops), bytes / (bw * eff_mem)) + launch overhead (rounded up
+// to whole ns), worked by hand for an A100 (312 TFLOP/s bf16, 2039 GB/s) with flat curves.
+TEST_CASE("op time is the roofline plus launch overhead", "[sim][compute]") {
+  const DeviceSpec a100 = load_device("a100-80gb");
+  DeviceEfficiency eff = default_efficiency(a100);
+  eff.launch_overhead_ns = 1000;
+  eff.ops[static_cast<size_t>(OpKind::kMatmul)] = {EfficiencyCurve{{{1, 0.5}}},
+                                                   EfficiencyCurve{{{1, 0.8}}}};
+  eff.ops[static_cast<size_t>(OpKind::kNorm)] = {EfficiencyCurve{{{1, 1.0}}},
+                                                 EfficiencyCurve{{{1, 0.8}}}};
+  // 8192 x 8192 x 8192 bf16: 2 * 8192^3 = 1.0995e12 FLOPs at 156 TFLOP/s = 7.0482 ms; its
+  // 402.7 MB at 1631.2 GB/s take 0.247 ms, so compute binds.
+  const OpShape matmul = matmul_op(8192, 8192, 8192, Direction::kForward, DType::kBf16);
+  const double matmul_ns = 2.0 * 8192 * 8192 * 8192 / (312e12 * 0.5) * 1e9;
+  CHECK(static_cast<double>(compute_time_ns(a100, eff, matmul)) ==
+        Approx(matmul_ns + 1000).margin(1.0));
+  // A norm over 8192 x 8192 bf16: reads and writes 2 * 134.2 MB at 0.8 * 2039 GB/s = 164.6 us;
+  // its 537 MFLOPs at 312 TFLOP/s take 1.7 us, so memory binds.
+  const OpShape norm = norm_op(8192, 8192, Direction::kForward, DType::kBf16);
+  const double norm_ns = 2.0 * 2 * 8192 * 8192 / (2039e9 * 0.8) * 1e9;
+  CHECK(static_cast<double>(compute_time_ns(a100, eff, norm)) ==
+        Approx(norm_ns + 1000).margin(1.0));
+}
+
+// The built-in tables of other devices scale the A100's compute-bound curves by their measured
+// matmul maximum over peak (hardware.csv): H100 794.5/989 against A100 271.2/312.
+TEST_CASE("H100 defaults scale the A100 matmul curve by the measured maxima", "[sim][compute]") {
+  const DeviceEfficiency a100 = default_efficiency(load_device("a100-80gb"));
+  const DeviceEfficiency h100 = default_efficiency(load_device("h100-sxm"));
+  const double ratio = (794.5 / 989.0) / (271.2 / 312.0);
+  CHECK(h100.op(OpKind::kMatmul).flops.at(1e11) ==
+        Approx(a100.op(OpKind::kMatmul).flops.at(1e11) * ratio));
+  CHECK(h100.op(OpKind::kNorm).memory.at(1e8) == Approx(a100.op(OpKind::kNorm).memory.at(1e8)));
+  const DeviceEfficiency h200 = default_efficiency(load_device("h200"));
+  CHECK(h200.op(OpKind::kMatmul).flops.at(1e11) == Approx(h100.op(OpKind::kMatmul).flops.at(1e11)));
+}
+
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text)
+      : path_(std::filesystem::temp_directory_path() /
+              ("calibration_" + std::to_string(::getpid()) + ".json")) {
+    std::ofstream(path_) << text;
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A calibration file replaces the tables it names and keeps the built-in ones for the rest.
+TEST_CASE("a calibration file overrides the named tables", "[sim][compute][calibration]") {
+  const TempFile file(R"({"devices": [{"device": "a100-80gb", "comm_slowdown": 0.2,
+      "launch_overhead_us": 2.5,
+      "ops": {"matmul": {"flops_efficiency": [[1e9, 0.4], [1e11, 0.9]]}}}]})");
+  const Calibration calibration = load_calibration(file.path());
+  const DeviceSpec a100 = load_device("a100-80gb");
+  const DeviceEfficiency eff = efficiency_for(a100, calibration);
+  CHECK(eff.comm_slowdown == Approx(0.2));
+  CHECK(eff.launch_overhead_ns == 2500);
+  CHECK(eff.op(OpKind::kMatmul).flops.at(1e10) == Approx(0.65));
+  CHECK(eff.op(OpKind::kNorm).memory.at(1e8) ==
+        Approx(default_efficiency(a100).op(OpKind::kNorm).memory.at(1e8)));
+  // Another device falls back to its built-in tables.
+  const DeviceSpec h100 = load_device("h100-sxm");
+  CHECK(efficiency_for(h100, calibration).op(OpKind::kMatmul).flops.at(1e10) ==
+        Approx(default_efficiency(h100).op(OpKind::kMatmul).flops.at(1e10)));
+}
+
+// Bad calibration files are refused naming the file and the field.
+TEST_CASE("bad calibration files name the field at fault", "[sim][compute][calibration]") {
+  const auto field_of = [](const std::string& text) {
+    const TempFile file(text);
+    const auto error = test::input_error_of([&] { load_calibration(file.path()); });
+    return error ? error->field() : std::string("(accepted)");
+  };
+  CHECK(field_of(R"({"devices": []})") == "devices");
+  CHECK(field_of(R"({"devices": [{"device": "a100-80gb", "ops": {"matmull": {}}}]})") ==
+        "devices[0].ops.matmull");
+  CHECK(field_of(R"({"devices": [{"device": "a100-80gb", "ops": {"matmul":
+      {"flops_efficiency": [[1e9, 1.5]]}}}]})") == "devices[0].ops.matmul.flops_efficiency");
+  CHECK(field_of(R"({"devices": [{"device": "a100-80gb", "ops": {"matmul":
+      {"flops_efficiency": [[1e9, 0.5], [1e8, 0.6]]}}}]})") ==
+        "devices[0].ops.matmul.flops_efficiency");
+  CHECK(field_of(R"({"device": "a100-80gb"})") == "device");
+}
+
+}  // namespace
+}  // namespace strata
