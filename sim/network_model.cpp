@@ -3,6 +3,8 @@
 
 #include "sim/network_model.hpp"
 
+#include <algorithm>
+
 namespace strata {
 
 NetworkModel::NetworkModel(const TaskGraph& graph, const ClusterSpec& cluster,
@@ -27,6 +29,31 @@ int64_t NetworkModel::shifted(int64_t rank, std::pair<int64_t, int64_t> shift) c
   return layout_.rank_of((c.dp + shift.first) % plan_.dp, c.pp, (c.tp + shift.second) % plan_.tp);
 }
 
+// Links belong to a GPU, a node (NICs) or a leaf switch (its aggregated up-link; the spine is
+// non-blocking), so an image with no GPU under any leaf of the simulated image's GPUs shares no
+// link with it and does not change its weights: skipping it keeps the cost of folding
+// independent of the number of DP replicas.
+std::vector<int64_t> NetworkModel::leaves_of(const std::vector<int64_t>& gpus) const {
+  std::vector<int64_t> leaves;
+  for (const int64_t gpu : gpus) leaves.push_back(leaf_of(gpu));
+  std::sort(leaves.begin(), leaves.end());
+  leaves.erase(std::unique(leaves.begin(), leaves.end()), leaves.end());
+  return leaves;
+}
+
+bool NetworkModel::shares_leaf(const std::vector<int64_t>& gpus,
+                               const std::vector<int64_t>& leaves) const {
+  return std::any_of(gpus.begin(), gpus.end(), [&](int64_t gpu) {
+    return std::binary_search(leaves.begin(), leaves.end(), leaf_of(gpu));
+  });
+}
+
+int64_t NetworkModel::leaf_of(int64_t gpu) const {
+  const int64_t nodes_per_leaf = builder_.topology().cluster().nodes_per_leaf;
+  const int64_t node = builder_.topology().node_of(gpu);
+  return nodes_per_leaf > 0 ? node / nodes_per_leaf : 0;
+}
+
 ActivityId NetworkModel::add_collective(int32_t group, CollectiveKind kind, int64_t bytes,
                                         ActivityId join) {
   const auto key = std::make_tuple(group, kind, bytes);
@@ -41,9 +68,12 @@ ActivityId NetworkModel::add_collective(int32_t group, CollectiveKind kind, int6
                    group_kind == GroupKind::kModelParallel,
                group_kind == GroupKind::kDp || group_kind == GroupKind::kEmbedding);
     std::vector<CollectivePlan> plans;
+    std::vector<int64_t> leaves;
     for (const auto& shift : shifts) {
       std::vector<int64_t> gpus;
       for (const int32_t rank : members.ranks) gpus.push_back(shifted(rank, shift));
+      if (plans.empty()) leaves = leaves_of(gpus);
+      if (!plans.empty() && !shares_leaf(gpus, leaves)) continue;
       plans.push_back(plan_collective(builder_.topology(), builder_.tuning(), kind, gpus, bytes));
     }
     found = collectives_.emplace(key, builder_.build(plans)).first;
@@ -58,9 +88,11 @@ ActivityId NetworkModel::add_p2p(int64_t src, int64_t dst, int64_t bytes, Activi
     // Every DP replica and TP peer of a folded stage sends at the same time.
     const auto shifts = images(true, true);
     std::vector<CollectivePlan> plans;
+    const std::vector<int64_t> leaves = leaves_of({src, dst});
     for (const auto& shift : shifts) {
-      plans.push_back(plan_p2p(builder_.topology(), builder_.tuning(), shifted(src, shift),
-                               shifted(dst, shift), bytes));
+      const std::vector<int64_t> gpus{shifted(src, shift), shifted(dst, shift)};
+      if (!plans.empty() && !shares_leaf(gpus, leaves)) continue;
+      plans.push_back(plan_p2p(builder_.topology(), builder_.tuning(), gpus[0], gpus[1], bytes));
     }
     found = transfers_.emplace(key, builder_.build(plans)).first;
   }

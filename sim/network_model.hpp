@@ -41,6 +41,10 @@ class NetworkModel {
   // over the DP replicas and/or the TP ranks of a stage; {(0, 0)} in a full graph.
   std::vector<std::pair<int64_t, int64_t>> images(bool over_dp, bool over_tp) const;
   int64_t shifted(int64_t rank, std::pair<int64_t, int64_t> shift) const;
+  // The leaf switches (rail groups) under which these GPUs sit, sorted.
+  std::vector<int64_t> leaves_of(const std::vector<int64_t>& gpus) const;
+  bool shares_leaf(const std::vector<int64_t>& gpus, const std::vector<int64_t>& leaves) const;
+  int64_t leaf_of(int64_t gpu) const;
 
   const TaskGraph& graph_;
   const ParallelPlan& plan_;
