@@ -4,7 +4,8 @@
 
 JOBS ?= 2
 STRATA := build/default/cli/strata
-DEMO_ARGS := plan --scenario scenarios/default.json --layout
+DEMO_TRACE := build/demo-trace.json
+DEMO_ARGS := simulate --scenario scenarios/default.json --trace $(DEMO_TRACE)
 CXX_SOURCES = $(shell find . -path ./build -prune -o -path './.*' -prune -o -type f \
                 \( -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' \) -print)
 
@@ -38,7 +39,10 @@ demo: build
 	$(STRATA) $(DEMO_ARGS)
 	@echo ""
 	@echo "make demo ran: $(STRATA) $(DEMO_ARGS)"
-	@echo "(strata plan on the default scenario, Llama 3 70B on 64 H100s; the simulator comes later)"
+	@echo "(one simulated training step of the default scenario: Llama 3 70B on 64 H100s)"
+	@echo "The step's timeline is in $(DEMO_TRACE): open it at https://ui.perfetto.dev"
+	@echo "(Open trace file), or in chrome://tracing; one process per pipeline stage's rank,"
+	@echo "one thread per stream (compute, tp-comm, dp-comm, pp-send, pp-recv)."
 
 test: build
 	ctest --preset default -j $(JOBS)

@@ -3,10 +3,12 @@
 
 #include <cstdio>
 #include <functional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/plan_command.hpp"
+#include "cli/simulate_command.hpp"
 #include "common/error.hpp"
 
 int main(int argc, char** argv) {
@@ -15,15 +17,19 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "strata 0.1.0");
   std::function<int()> run;
   strata::cli::add_plan_command(app, run);
+  strata::cli::add_simulate_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& done) {
     return app.exit(done);  // --help, --version
   } catch (const CLI::ParseError& error) {
-    std::fprintf(stderr,
-                 "strata: error: command line: %s. Fix: see 'strata --help' and "
-                 "'strata plan --help'\n",
-                 error.what());
+    // The help of the subcommand being parsed, when there is one.
+    const auto parsed = app.get_subcommands();
+    const std::string help =
+        parsed.empty() ? "'strata --help'"
+                       : "'strata --help' and 'strata " + parsed.front()->get_name() + " --help'";
+    std::fprintf(stderr, "strata: error: command line: %s. Fix: see %s\n", error.what(),
+                 help.c_str());
     return 2;
   }
   try {

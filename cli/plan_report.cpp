@@ -18,7 +18,8 @@ std::string gb(int64_t bytes) {
   return fmt::format("{:.2f}", static_cast<double>(bytes) / kBytesPerGB);
 }
 
-// 1.23e18 -> "1.23 EFLOP".
+}  // namespace
+
 std::string flops_text(double flops) {
   constexpr std::array<std::pair<double, const char*>, 5> kUnits{
       {{1e18, "EFLOP"}, {1e15, "PFLOP"}, {1e12, "TFLOP"}, {1e9, "GFLOP"}, {1, "FLOP"}}};
@@ -37,23 +38,30 @@ std::string plan_line(const ParallelPlan& p) {
       to_string(p.recompute), p.sequence_parallel ? ", sequence parallel" : "", to_string(p.dtype));
 }
 
-}  // namespace
+std::string model_line(const CompiledPlan& c) {
+  const ModelSpec& m = c.model;
+  return fmt::format(
+      "model    {}: {:.2f} B parameters; {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}, "
+      "{}, {}, {} positions{}",
+      m.name, static_cast<double>(c.parameters) / 1e9, m.layers, m.hidden, m.heads, m.kv_heads,
+      m.ffn_hidden, m.vocab, to_string(m.norm), to_string(m.mlp), to_string(m.position),
+      m.tied_embeddings ? ", tied embeddings" : "");
+}
+
+std::string cluster_line(const CompiledPlan& c) {
+  const int64_t gpus = c.plan.gpus();
+  return fmt::format("cluster  {}: {} x {} on {} node(s) of {}; {:.0f} GB HBM per GPU",
+                     c.cluster.name, gpus, c.cluster.device.name, c.cluster.nodes_for(gpus),
+                     c.cluster.gpus_per_node,
+                     static_cast<double>(c.cluster.device.hbm_bytes) / kBytesPerGB);
+}
 
 std::string plan_summary(const CompiledPlan& c) {
-  const ModelSpec& m = c.model;
   const ParallelPlan& p = c.plan;
   std::string out;
   auto add = [&out](const std::string& line) { out += line + "\n"; };
-  add(
-      fmt::format("model    {}: {:.2f} B parameters; {} layers, hidden {}, {} heads ({} kv), "
-                  "ffn {}, vocab {}, {}, {}, {} positions{}",
-                  m.name, static_cast<double>(c.parameters) / 1e9, m.layers, m.hidden, m.heads,
-                  m.kv_heads, m.ffn_hidden, m.vocab, to_string(m.norm), to_string(m.mlp),
-                  to_string(m.position), m.tied_embeddings ? ", tied embeddings" : ""));
-  add(fmt::format("cluster  {}: {} x {} on {} node(s) of {}; {:.0f} GB HBM per GPU", c.cluster.name,
-                  p.gpus(), c.cluster.device.name, c.cluster.nodes_for(p.gpus()),
-                  c.cluster.gpus_per_node,
-                  static_cast<double>(c.cluster.device.hbm_bytes) / kBytesPerGB));
+  add(model_line(c));
+  add(cluster_line(c));
   add(fmt::format("plan     {}", plan_line(p)));
   add(fmt::format("step     {} tokens; model {} (MFU numerator), hardware {} (with recompute)",
                   p.tokens_per_step(), flops_text(c.flops.model), flops_text(c.flops.hardware)));
@@ -128,10 +136,14 @@ nlohmann::json plan_report_json(const CompiledPlan& c) {
   out["device_memory_bytes"] = c.memory.device_bytes;
   out["fits_in_memory"] = c.memory.fits;
   out["memory_shortfall_bytes"] = c.memory.shortfall_bytes;
-  out["plan"] = plan_to_json(c.plan);
-  out["model"] = model_to_json(c.model);
-  out["cluster"] = cluster_to_json(c.cluster);
+  out.update(plan_inputs_json(c));
   return out;
+}
+
+nlohmann::json plan_inputs_json(const CompiledPlan& c) {
+  return {{"plan", plan_to_json(c.plan)},
+          {"model", model_to_json(c.model)},
+          {"cluster", cluster_to_json(c.cluster)}};
 }
 
 }  // namespace strata::cli

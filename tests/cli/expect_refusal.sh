@@ -5,7 +5,8 @@
 #   - stderr matches EXPECTED_REGEX (grep -E), which names the field or flag at fault;
 #   - one clear message: stderr is exactly one line, starting with "strata: error:";
 #   - nothing on stdout, and no file left behind: the command runs in a fresh empty directory,
-#     `plan` cases get `--json out.json --emit-graph graph.json` appended, and the directory
+#     `plan` cases get `--json out.json --emit-graph graph.json` appended and `simulate` cases
+#     `--json out.json --trace trace.json` (each unless the case gives it), and the directory
 #     must still be empty afterwards (no output, no temporary file).
 #
 # Usage: expect_refusal.sh NAME STRATA_BINARY EXPECTED_REGEX ARGS...
@@ -18,7 +19,16 @@ fi
 name=$1 strata=$2 regex=$3
 shift 3
 args=("$@")
-[[ "${args[0]:-}" == plan ]] && args+=(--json out.json --emit-graph graph.json)
+# Appends FLAG FILE to the arguments unless they already give FLAG.
+add_output() {
+  local arg
+  for arg in "${args[@]}"; do [[ "$arg" == "$1" ]] && return; done
+  args+=("$1" "$2")
+}
+case "${args[0]:-}" in
+  plan) add_output --json out.json; add_output --emit-graph graph.json ;;
+  simulate) add_output --json out.json; add_output --trace trace.json ;;
+esac
 
 workdir=$(mktemp -d "${TMPDIR:-/tmp}/strata-refusal.XXXXXX")
 trap 'rm -rf "$workdir"' EXIT

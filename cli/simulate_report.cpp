@@ -1,0 +1,178 @@
+#include "cli/simulate_report.hpp"
+
+#include <fmt/format.h>
+
+#include "cli/plan_report.hpp"
+#include "common/units.hpp"
+
+namespace strata::cli {
+
+namespace {
+
+std::string gib(int64_t bytes) {
+  return fmt::format("{:.2f}", static_cast<double>(bytes) / kBytesPerGiB);
+}
+
+std::string ms(double seconds) { return fmt::format("{:.2f} ms", seconds * 1e3); }
+
+// 12.3456 -> "12.346 s", 0.0123 -> "12.300 ms", 1.2e-5 -> "12.000 us".
+std::string duration_text(double seconds) {
+  if (seconds >= 1) return fmt::format("{:.3f} s", seconds);
+  if (seconds >= 1e-3) return fmt::format("{:.3f} ms", seconds * 1e3);
+  return fmt::format("{:.3f} us", seconds * 1e6);
+}
+
+// Dollars: cents above $1, three significant digits below.
+std::string usd(double dollars) {
+  return dollars >= 1 ? fmt::format("${:.2f}", dollars) : fmt::format("${:.3g}", dollars);
+}
+
+std::string comm_text(const CommSeconds& comm) {
+  return fmt::format("tp {}, pp {}, dp {}", ms(comm.tp), ms(comm.pp), ms(comm.dp));
+}
+
+nlohmann::json comm_json(const CommSeconds& comm) {
+  return {{"tp", comm.tp}, {"pp", comm.pp}, {"dp", comm.dp}};
+}
+
+nlohmann::json memory_json(const MemoryBreakdown& m) {
+  return {{"params", m.params},
+          {"grads", m.grads},
+          {"optimizer", m.optimizer},
+          {"activations", m.activations},
+          {"buffers", m.buffers}};
+}
+
+// "rank 3 computes 1.5x slower; ranks 0-3 on h100-sxm", or "" for a uniform cluster.
+std::string rank_changes_text(const SimOptions& options) {
+  std::vector<std::string> parts;
+  for (const SlowRank& s : options.slow_ranks)
+    parts.push_back(fmt::format("rank {} computes {:g}x slower", s.rank, s.factor));
+  for (const RankDevice& d : options.rank_devices) {
+    parts.push_back(d.first == d.last
+                        ? fmt::format("rank {} on {}", d.first, d.device.name)
+                        : fmt::format("ranks {}-{} on {}", d.first, d.last, d.device.name));
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+}  // namespace
+
+double price_usd_per_gpu_hour(const CompiledPlan& compiled, const SimOptions& options) {
+  return options.price_usd_per_gpu_hour > 0 ? options.price_usd_per_gpu_hour
+                                            : compiled.cluster.price_usd_per_gpu_hour;
+}
+
+std::string simulate_summary(const CompiledPlan& c, const SimOptions& options, const SimResult& r) {
+  std::string out;
+  auto add = [&out](const std::string& line) { out += line + "\n"; };
+  add(model_line(c));
+  add(cluster_line(c));
+  add(fmt::format("plan     {}", plan_line(c.plan)));
+  add(fmt::format("graph    {} ({} ranks): {} tasks; the engine answered {} events",
+                  to_string(c.graph.mode()), c.graph.ranks().size(), c.graph.size(),
+                  r.engine.events));
+  const std::string changes = rank_changes_text(options);
+  if (!changes.empty()) add(fmt::format("ranks    {}", changes));
+  if (options.calibration) {
+    add(fmt::format("compute  efficiency tables from {}", options.calibration->source));
+  }
+  add("");
+  add(fmt::format("step     {} for {} tokens: {:.0f} tokens/s, {:.2f} samples/s",
+                  duration_text(r.step_time_s), c.plan.tokens_per_step(), r.tokens_per_s,
+                  r.samples_per_s));
+  add(
+      fmt::format("flops    MFU {:.1f}% ({:.1f} model TFLOP/s per GPU, {} per step); "
+                  "HFU {:.1f}% ({:.1f} hardware TFLOP/s per GPU, with recompute)",
+                  r.mfu * 100, r.model_tflops_per_gpu, flops_text(r.model_flops_per_step),
+                  r.hfu * 100, r.hardware_tflops_per_gpu));
+  add(
+      fmt::format("bubble   {:.1f}% (the largest stage's pipeline idle time over its forward and "
+                  "backward time)",
+                  r.bubble_fraction * 100));
+  add(fmt::format("comm     exposed {} (compute waits on it)", comm_text(r.exposed_comm_s)));
+  add(fmt::format("         total   {}", comm_text(r.comm_s)));
+  const int64_t device_bytes = c.cluster.device.hbm_bytes;
+  if (r.fits_in_memory) {
+    add(fmt::format("memory   peak {} GiB per GPU of {} GiB ({:.0f} GB): fits, {} GiB headroom",
+                    gib(r.peak_memory_bytes), gib(device_bytes),
+                    static_cast<double>(device_bytes) / kBytesPerGB,
+                    gib(device_bytes - r.peak_memory_bytes)));
+  } else {
+    add(
+        fmt::format("memory   peak {} GiB per GPU of {} GiB ({:.0f} GB): DOES NOT FIT (try more "
+                    "pp, tp, a higher ZeRO stage or recompute)",
+                    gib(r.peak_memory_bytes), gib(device_bytes),
+                    static_cast<double>(device_bytes) / kBytesPerGB));
+  }
+  add(fmt::format("cost     {} per step, {} per million tokens ({} GPUs at ${:.2f} per GPU-hour)",
+                  usd(r.cost_usd_per_step), usd(r.cost_usd_per_million_tokens), c.plan.gpus(),
+                  price_usd_per_gpu_hour(c, options)));
+  add("");
+  add("per stage (seconds; exposed communication in ms; GiB = 2^30 bytes)");
+  add(fmt::format("{:>5} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10} {:>9}", "stage", "busy s",
+                  "idle s", "bubble", "exposed tp", "pp", "dp", "peak GiB"));
+  for (const StageResult& s : r.per_stage) {
+    add(fmt::format("{:>5} {:>10.6f} {:>10.6f} {:>6.1f}% {:>10.2f} {:>10.2f} {:>10.2f} {:>9}",
+                    s.stage, s.busy_s, s.idle_s, s.bubble_fraction * 100, s.exposed_comm_s.tp * 1e3,
+                    s.exposed_comm_s.pp * 1e3, s.exposed_comm_s.dp * 1e3,
+                    gib(s.peak_memory_bytes)));
+  }
+  return out;
+}
+
+nlohmann::json simulate_report_json(const CompiledPlan& c, const SimOptions& options,
+                                    const SimResult& r) {
+  nlohmann::json out;
+  out["step_time_s"] = r.step_time_s;
+  out["tokens_per_s"] = r.tokens_per_s;
+  out["samples_per_s"] = r.samples_per_s;
+  out["model_flops_per_step"] = r.model_flops_per_step;
+  out["hardware_flops_per_step"] = r.hardware_flops_per_step;
+  out["model_tflops_per_gpu"] = r.model_tflops_per_gpu;
+  out["hardware_tflops_per_gpu"] = r.hardware_tflops_per_gpu;
+  out["mfu"] = r.mfu;
+  out["hfu"] = r.hfu;
+  out["bubble_fraction"] = r.bubble_fraction;
+  out["exposed_comm_s"] = comm_json(r.exposed_comm_s);
+  out["comm_s"] = comm_json(r.comm_s);
+  out["peak_memory_bytes"] = r.peak_memory_bytes;
+  out["fits_in_memory"] = r.fits_in_memory;
+  out["cost_usd_per_step"] = r.cost_usd_per_step;
+  out["cost_usd_per_million_tokens"] = r.cost_usd_per_million_tokens;
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageResult& s : r.per_stage) {
+    stages.push_back({{"stage", s.stage},
+                      {"busy_s", s.busy_s},
+                      {"idle_s", s.idle_s},
+                      {"bubble_fraction", s.bubble_fraction},
+                      {"exposed_comm_s", comm_json(s.exposed_comm_s)},
+                      {"comm_s", comm_json(s.comm_s)},
+                      {"peak_memory_bytes", s.peak_memory_bytes},
+                      {"memory", memory_json(s.memory)}});
+  }
+  out["per_stage"] = std::move(stages);
+
+  out["graph_mode"] = to_string(c.graph.mode());
+  out["task_count"] = c.graph.size();
+  out["engine_events"] = r.engine.events;
+  out["engine_activities"] = r.engine.activities;
+  out["gpus"] = c.plan.gpus();
+  out["tokens_per_step"] = c.plan.tokens_per_step();
+  out["device_memory_bytes"] = c.cluster.device.hbm_bytes;
+  out["price_usd_per_gpu_hour"] = price_usd_per_gpu_hour(c, options);
+  out["calibration"] =
+      options.calibration ? nlohmann::json(options.calibration->source) : nlohmann::json();
+  nlohmann::json slow = nlohmann::json::array();
+  for (const SlowRank& s : options.slow_ranks)
+    slow.push_back({{"rank", s.rank}, {"factor", s.factor}});
+  out["slow_ranks"] = std::move(slow);
+  nlohmann::json devices = nlohmann::json::array();
+  for (const RankDevice& d : options.rank_devices)
+    devices.push_back({{"first", d.first}, {"last", d.last}, {"device", d.device.name}});
+  out["rank_devices"] = std::move(devices);
+  out.update(plan_inputs_json(c));
+  return out;
+}
+
+}  // namespace strata::cli
