@@ -18,7 +18,7 @@ help:
 	@echo "  make demo       build, then run 'strata $(DEMO_ARGS)'"
 	@echo "  make test       build (preset default) and run every test (ctest --preset default)"
 	@echo "  make test-asan  build with AddressSanitizer + UBSan (preset debug-asan) and run the tests"
-	@echo "  make bench      build, then run the plan compiler benchmark (bench/README.md)"
+	@echo "  make bench      build, then run the benchmarks (bench/README.md)"
 	@echo "  make build      install missing packages, configure and build (build/default)"
 	@echo "  make setup      install the Debian packages the project needs (scripts/setup)"
 	@echo "  make format     clang-format the C++ sources in place (.clang-format)"
@@ -54,6 +54,10 @@ test-asan: setup
 
 bench: build
 	build/default/bench/strata_bench_plan
+	build/default/bench/strata_bench_engine
+	build/default/bench/strata_bench_simulate
+	build/default/bench/strata_bench_reference_compare
+	build/default/bench/strata_bench_nccl_compare
 
 format:
 	clang-format -i $(CXX_SOURCES)
