@@ -4,6 +4,7 @@
 
 #include "cli/plan_report.hpp"
 #include "common/units.hpp"
+#include "sim/result_json.hpp"
 
 namespace strata::cli {
 
@@ -29,18 +30,6 @@ std::string usd(double dollars) {
 
 std::string comm_text(const CommSeconds& comm) {
   return fmt::format("tp {}, pp {}, dp {}", ms(comm.tp), ms(comm.pp), ms(comm.dp));
-}
-
-nlohmann::json comm_json(const CommSeconds& comm) {
-  return {{"tp", comm.tp}, {"pp", comm.pp}, {"dp", comm.dp}};
-}
-
-nlohmann::json memory_json(const MemoryBreakdown& m) {
-  return {{"params", m.params},
-          {"grads", m.grads},
-          {"optimizer", m.optimizer},
-          {"activations", m.activations},
-          {"buffers", m.buffers}};
 }
 
 // "rank 3 computes 1.5x slower; ranks 0-3 on h100-sxm", or "" for a uniform cluster.
@@ -134,22 +123,15 @@ nlohmann::json simulate_report_json(const CompiledPlan& c, const SimOptions& opt
   out["mfu"] = r.mfu;
   out["hfu"] = r.hfu;
   out["bubble_fraction"] = r.bubble_fraction;
-  out["exposed_comm_s"] = comm_json(r.exposed_comm_s);
-  out["comm_s"] = comm_json(r.comm_s);
+  out["exposed_comm_s"] = comm_seconds_json(r.exposed_comm_s);
+  out["comm_s"] = comm_seconds_json(r.comm_s);
   out["peak_memory_bytes"] = r.peak_memory_bytes;
   out["fits_in_memory"] = r.fits_in_memory;
   out["cost_usd_per_step"] = r.cost_usd_per_step;
   out["cost_usd_per_million_tokens"] = r.cost_usd_per_million_tokens;
   nlohmann::json stages = nlohmann::json::array();
   for (const StageResult& s : r.per_stage) {
-    stages.push_back({{"stage", s.stage},
-                      {"busy_s", s.busy_s},
-                      {"idle_s", s.idle_s},
-                      {"bubble_fraction", s.bubble_fraction},
-                      {"exposed_comm_s", comm_json(s.exposed_comm_s)},
-                      {"comm_s", comm_json(s.comm_s)},
-                      {"peak_memory_bytes", s.peak_memory_bytes},
-                      {"memory", memory_json(s.memory)}});
+    stages.push_back(stage_result_json(s));
   }
   out["per_stage"] = std::move(stages);
 

@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "plan/plan_json.hpp"
+#include "sim/result_json.hpp"
 
 namespace strata {
 
@@ -145,20 +146,10 @@ void write_task_event(TraceWriter& w, const TaskGraph& graph, TaskId id, const T
   w.raw("}}");
 }
 
-nlohmann::json comm_json(const CommSeconds& comm) {
-  return {{"tp", comm.tp}, {"pp", comm.pp}, {"dp", comm.dp}};
-}
-
 nlohmann::json metadata_json(const CompiledPlan& compiled, const SimResult& result) {
   nlohmann::json stages = nlohmann::json::array();
   for (const StageResult& s : result.per_stage) {
-    stages.push_back({{"stage", s.stage},
-                      {"busy_s", s.busy_s},
-                      {"idle_s", s.idle_s},
-                      {"bubble_fraction", s.bubble_fraction},
-                      {"exposed_comm_s", comm_json(s.exposed_comm_s)},
-                      {"comm_s", comm_json(s.comm_s)},
-                      {"peak_memory_bytes", s.peak_memory_bytes}});
+    stages.push_back(stage_result_json(s));
   }
   return {{"generator", "strata simulate"},
           {"model", compiled.model.name},
@@ -173,8 +164,8 @@ nlohmann::json metadata_json(const CompiledPlan& compiled, const SimResult& resu
           {"tokens_per_s", result.tokens_per_s},
           {"mfu", result.mfu},
           {"bubble_fraction", result.bubble_fraction},
-          {"exposed_comm_s", comm_json(result.exposed_comm_s)},
-          {"comm_s", comm_json(result.comm_s)},
+          {"exposed_comm_s", comm_seconds_json(result.exposed_comm_s)},
+          {"comm_s", comm_seconds_json(result.comm_s)},
           {"peak_memory_bytes", result.peak_memory_bytes},
           {"per_stage", std::move(stages)}};
 }

@@ -7,22 +7,8 @@
 set -euo pipefail
 
 check=$1 strata=$2 src=$3
-workdir=$(mktemp -d "${TMPDIR:-/tmp}/strata-simulate-outputs.XXXXXX")
-trap 'rm -rf "$workdir"' EXIT
-cd "$workdir"
-
-fail() {
-  echo "FAILED ($check): $*"
-  exit 1
-}
-
-# Runs strata with the given arguments, requiring exit code 0; stdout goes to stdout.txt.
-run_strata() {
-  echo "run: strata $*"
-  local rc=0
-  "$strata" "$@" >stdout.txt 2>stderr.txt </dev/null || rc=$?
-  [[ $rc -eq 0 ]] || fail "exit code $rc, expected 0; stderr: $(<stderr.txt)"
-}
+# shellcheck source=tests/cli/output_helpers.sh
+source "$(dirname "${BASH_SOURCE[0]}")/output_helpers.sh"
 
 # Runs a python3 program given as text with the remaining arguments; its failure (an assertion
 # with a message) fails the check.
