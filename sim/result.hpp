@@ -56,7 +56,8 @@ struct SimResult {
   double hardware_flops_per_step = 0;  // with recompute (HFU)
   double model_tflops_per_gpu = 0;     // per second
   double hardware_tflops_per_gpu = 0;
-  double mfu = 0;  // model FLOPs / (step time x GPUs x dense peak of the dtype)
+  // Model FLOPs / (step time x GPUs x dense peak of the dtype on the cluster's device).
+  double mfu = 0;
   double hfu = 0;
   double bubble_fraction = 0;  // the largest stage's
   CommSeconds exposed_comm_s;  // the largest stage's, per kind
