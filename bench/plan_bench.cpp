@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/workloads.hpp"
 #include "common/error.hpp"
 #include "models/model_reader.hpp"
 #include "plan/graph_validator.hpp"
@@ -46,29 +47,8 @@ struct PlanBenchmark {
 };
 
 std::vector<PlanBenchmark> benchmarks() {
-  // (a) Llama 3 405B pre-training (Llama 3 paper, Table 4): tp 8, pp 16, dp 128 on 16,384 GPUs,
-  // 126 layers split 7 + 14 x 8 + 7 (one layer fewer on the first and last stage, as Llama 3
-  // did), global batch 2048 sequences of 8192 tokens.
-  ParallelPlan llama;
-  llama.tp = 8;
-  llama.pp = 16;
-  llama.dp = 128;
-  llama.micro_batch = 1;
-  llama.global_batch = 2048;
-  llama.seq_len = 8192;
-  llama.schedule = strata::ScheduleKind::k1F1B;
-  llama.first_stage_layers = 7;
-  llama.last_stage_layers = 7;
-
-  // (b) GPT-3 175B on 8 DGX nodes: tp 8 within a node, pp 8 across nodes, 64 micro-batches.
-  ParallelPlan gpt3;
-  gpt3.tp = 8;
-  gpt3.pp = 8;
-  gpt3.dp = 1;
-  gpt3.micro_batch = 1;
-  gpt3.global_batch = 64;
-  gpt3.seq_len = 2048;
-  gpt3.schedule = strata::ScheduleKind::k1F1B;
+  const ParallelPlan llama = strata::bench::llama3_405b_plan(128);
+  const ParallelPlan gpt3 = strata::bench::gpt3_175b_plan();
 
   return {
       {"llama3-405b-folded", "Llama 3 405B on 16,384 H100s, folded graph (one rank per stage)",

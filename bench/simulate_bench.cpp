@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/workloads.hpp"
 #include "models/model_reader.hpp"
 #include "plan/compile.hpp"
 #include "sim/simulate.hpp"
@@ -36,16 +37,10 @@ double since(std::chrono::steady_clock::time_point begin) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
 }
 
+// The Llama 3 405B workload as Megatron-LM runs a model of this size: the distributed optimizer
+// (ZeRO 1), sequence parallelism and selective recomputation.
 ParallelPlan llama_plan(int64_t dp) {
-  ParallelPlan plan;
-  plan.tp = 8;
-  plan.pp = 16;
-  plan.dp = dp;
-  plan.micro_batch = 1;
-  plan.global_batch = 2048;
-  plan.seq_len = 8192;
-  plan.first_stage_layers = 7;
-  plan.last_stage_layers = 7;
+  ParallelPlan plan = bench::llama3_405b_plan(dp);
   plan.zero_stage = 1;
   plan.sequence_parallel = true;
   plan.recompute = RecomputeKind::kSelective;
@@ -91,14 +86,7 @@ void case_a() {
 }
 
 void case_b() {
-  ParallelPlan plan;
-  plan.tp = 8;
-  plan.pp = 8;
-  plan.dp = 1;
-  plan.micro_batch = 1;
-  plan.global_batch = 64;
-  plan.seq_len = 2048;
-  const Measured m = measure("gpt3-175b", "dgx-a100", plan, GraphMode::kFull);
+  const Measured m = measure("gpt3-175b", "dgx-a100", bench::gpt3_175b_plan(), GraphMode::kFull);
   print("(b) gpt3-175b, 64 x A100, full", m);
   std::puts(fmt::format("    peak RSS {:.0f} MB (target: < 5 s)", peak_rss_mb()).c_str());
 }

@@ -4,14 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-
-#include <unistd.h>
-
 #include "common/error.hpp"
 #include "sim/compute_model.hpp"
 #include "tests/input_error.hpp"
+#include "tests/temp_file.hpp"
 
 namespace strata {
 namespace {
@@ -63,25 +59,12 @@ TEST_CASE("H100 defaults scale the A100 matmul curve by the measured maxima", "[
   CHECK(h200.op(OpKind::kMatmul).flops.at(1e11) == Approx(h100.op(OpKind::kMatmul).flops.at(1e11)));
 }
 
-class TempFile {
- public:
-  explicit TempFile(const std::string& text)
-      : path_(std::filesystem::temp_directory_path() /
-              ("calibration_" + std::to_string(::getpid()) + ".json")) {
-    std::ofstream(path_) << text;
-  }
-  ~TempFile() { std::filesystem::remove(path_); }
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
 // A calibration file replaces the tables it names and keeps the built-in ones for the rest.
 TEST_CASE("a calibration file overrides the named tables", "[sim][compute][calibration]") {
-  const TempFile file(R"({"devices": [{"device": "a100-80gb", "comm_slowdown": 0.2,
+  const test::TempFile file(R"({"devices": [{"device": "a100-80gb", "comm_slowdown": 0.2,
       "launch_overhead_us": 2.5,
-      "ops": {"matmul": {"flops_efficiency": [[1e9, 0.4], [1e11, 0.9]]}}}]})");
+      "ops": {"matmul": {"flops_efficiency": [[1e9, 0.4], [1e11, 0.9]]}}}]})",
+                            "strata_calibration");
   const Calibration calibration = load_calibration(file.path());
   const DeviceSpec a100 = load_device("a100-80gb");
   const DeviceEfficiency eff = efficiency_for(a100, calibration);
@@ -99,7 +82,7 @@ TEST_CASE("a calibration file overrides the named tables", "[sim][compute][calib
 // Bad calibration files are refused naming the file and the field.
 TEST_CASE("bad calibration files name the field at fault", "[sim][compute][calibration]") {
   const auto field_of = [](const std::string& text) {
-    const TempFile file(text);
+    const test::TempFile file(text, "strata_calibration");
     const auto error = test::input_error_of([&] { load_calibration(file.path()); });
     return error ? error->field() : std::string("(accepted)");
   };

@@ -4,18 +4,16 @@
 
 #include <catch2/catch.hpp>
 
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <string>
 
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
 #include "tests/input_error.hpp"
+#include "tests/temp_file.hpp"
 #include "topologies/cluster_spec.hpp"
 #include "topologies/collective_tuning.hpp"
 #include "topologies/topology_json.hpp"
@@ -24,25 +22,7 @@ namespace strata {
 namespace {
 
 using test::input_error_of;
-
-// A JSON document written to a temporary file, removed when the test ends.
-class TempJsonFile {
- public:
-  explicit TempJsonFile(const nlohmann::json& content)
-      : path_(std::filesystem::temp_directory_path() /
-              ("strata_collectives_" + std::to_string(::getpid()) + ".json")) {
-    std::ofstream out(path_);
-    out << content.dump(2);
-  }
-  ~TempJsonFile() { std::filesystem::remove(path_); }
-  TempJsonFile(const TempJsonFile&) = delete;
-  TempJsonFile& operator=(const TempJsonFile&) = delete;
-
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using test::TempFile;
 
 // pick(bytes) is the first protocol whose max_bytes is 0 or >= bytes: the limits are inclusive
 // and the last protocol takes every larger size.
@@ -116,7 +96,7 @@ TEST_CASE("collective tuning JSON round trip", "[topologies][collectives]") {
   for (const auto& name : zoo_cluster_names()) {
     INFO(name);
     const ClusterSpec cluster = load_cluster(name);
-    const TempJsonFile file(cluster_to_json(cluster));
+    const TempFile file(cluster_to_json(cluster), "strata_collectives");
     const ClusterSpec back = load_cluster(file.path());
     CHECK(back.in_switch_reduction == cluster.in_switch_reduction);
     check_same_fabric(back.collectives.nvlink, cluster.collectives.nvlink);
@@ -134,7 +114,7 @@ nlohmann::json h100_json() {
 }
 
 std::optional<InputError> error_of(const nlohmann::json& json) {
-  const TempJsonFile file(json);
+  const TempFile file(json, "strata_collectives");
   return input_error_of([&] { load_cluster(file.path()); });
 }
 
@@ -143,7 +123,7 @@ std::optional<InputError> error_of(const nlohmann::json& json) {
 TEST_CASE("absent collectives take the defaults", "[topologies][collectives]") {
   nlohmann::json json = h100_json();
   json.erase("collectives");
-  const TempJsonFile file(json);
+  const TempFile file(json, "strata_collectives");
   const ClusterSpec cluster = load_cluster(file.path());
   CHECK_FALSE(cluster.in_switch_reduction);
   check_same_fabric(cluster.collectives.nvlink, default_collective_tuning(false).nvlink);
@@ -154,7 +134,7 @@ TEST_CASE("absent collectives take the defaults", "[topologies][collectives]") {
       {"in_switch_reduction", true},
       {"net",
        {{{"protocol", "Simple"}, {"max_bytes", 0}, {"latency_us", 7.5}, {"bw_efficiency", 0.9}}}}};
-  const TempJsonFile partial_file(partial);
+  const TempFile partial_file(partial, "strata_collectives");
   const ClusterSpec some = load_cluster(partial_file.path());
   REQUIRE(some.collectives.net.protocols.size() == 1);
   CHECK(some.collectives.net.protocols[0].base_latency_ns == 7500);
@@ -226,7 +206,7 @@ TEST_CASE("bad collectives sections are refused with the field",
 TEST_CASE("a collectives error says how to fix it", "[topologies][collectives][errors]") {
   nlohmann::json json = h100_json();
   json["collectives"]["nvls"][0]["bw_efficiency"] = 80;
-  const TempJsonFile file(json);
+  const TempFile file(json, "strata_collectives");
   const auto error = input_error_of([&] { load_cluster(file.path()); });
   REQUIRE(error);
   const std::string message = error->what();

@@ -4,19 +4,17 @@
 
 #include <catch2/catch.hpp>
 
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <string>
-
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
 #include "tests/input_error.hpp"
 #include "tests/reference_csv.hpp"
+#include "tests/temp_file.hpp"
 #include "topologies/cluster_spec.hpp"
 #include "topologies/device_spec.hpp"
 #include "topologies/topology_json.hpp"
@@ -28,25 +26,7 @@ using test::CsvRow;
 using test::read_reference_csv;
 
 using test::input_error_of;
-
-// A JSON document written to a temporary file, removed when the test ends.
-class TempJsonFile {
- public:
-  TempJsonFile(const nlohmann::json& content, const std::string& stem)
-      : path_(std::filesystem::temp_directory_path() /
-              (stem + "_" + std::to_string(::getpid()) + ".json")) {
-    std::ofstream out(path_);
-    out << content.dump(2);
-  }
-  ~TempJsonFile() { std::filesystem::remove(path_); }
-  TempJsonFile(const TempJsonFile&) = delete;
-  TempJsonFile& operator=(const TempJsonFile&) = delete;
-
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using test::TempFile;
 
 // The "source" text of a built-in JSON file in the source tree.
 std::string source_of(const std::string& folder, const std::string& name) {
@@ -188,7 +168,7 @@ TEST_CASE("device JSON round trip", "[topologies]") {
   for (const auto& name : zoo_device_names()) {
     INFO(name);
     const DeviceSpec device = load_device(name);
-    const TempJsonFile file(device_to_json(device), "strata_device_" + name);
+    const TempFile file(device_to_json(device), "strata_device_" + name);
     check_same_device(load_device(file.path()), device);
   }
 }
@@ -199,7 +179,7 @@ TEST_CASE("cluster JSON round trip", "[topologies]") {
   for (const auto& name : zoo_cluster_names()) {
     INFO(name);
     const ClusterSpec cluster = load_cluster(name);
-    const TempJsonFile file(cluster_to_json(cluster), "strata_cluster_" + name);
+    const TempFile file(cluster_to_json(cluster), "strata_cluster_" + name);
     const ClusterSpec back = load_cluster(file.path());
     CHECK(back.name == cluster.name);
     check_same_device(back.device, cluster.device);
@@ -236,7 +216,7 @@ TEST_CASE("cluster fields override and choose", "[topologies]") {
   json["price_usd_per_gpu_hour"] = 2.25;
   json["inter_node"]["topology"] = "rail-optimized";
   json["inter_node"]["oversubscription"] = 7;
-  const TempJsonFile file(json, "strata_cluster_override");
+  const TempFile file(json, "strata_cluster_override");
   const ClusterSpec cluster = load_cluster(file.path());
   CHECK(cluster.price_usd_per_gpu_hour == 2.25);
   CHECK(cluster.inter_node == InterNodeTopology::kRailOptimized);
@@ -255,7 +235,7 @@ TEST_CASE("unknown cluster name lists the known ones", "[topologies][errors]") {
 
 // The error of a mutated dgx-h100 cluster file, or nothing when it loads.
 std::optional<InputError> cluster_error_of(nlohmann::json json) {
-  const TempJsonFile file(json, "strata_cluster_error");
+  const TempFile file(json, "strata_cluster_error");
   return input_error_of([&] { load_cluster(file.path()); });
 }
 
@@ -333,7 +313,7 @@ TEST_CASE("bad fabric and negative bandwidth are named", "[topologies][errors]")
 TEST_CASE("measured matmul above peak is refused", "[topologies][errors]") {
   nlohmann::json json = device_to_json(load_device("h100-sxm"));
   json["measured_matmul_bf16_tflops"] = 1500;
-  const TempJsonFile file(json, "strata_device_error");
+  const TempFile file(json, "strata_device_error");
   const auto error = input_error_of([&] { load_device(file.path()); });
   REQUIRE(error);
   CHECK(error->field() == "measured_matmul_bf16_tflops");
