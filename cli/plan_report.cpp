@@ -38,30 +38,28 @@ std::string plan_line(const ParallelPlan& p) {
       to_string(p.recompute), p.sequence_parallel ? ", sequence parallel" : "", to_string(p.dtype));
 }
 
-std::string model_line(const CompiledPlan& c) {
-  const ModelSpec& m = c.model;
+std::string model_line(const ModelSpec& m) {
   return fmt::format(
       "model    {}: {:.2f} B parameters; {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}, "
       "{}, {}, {} positions{}",
-      m.name, static_cast<double>(c.parameters) / 1e9, m.layers, m.hidden, m.heads, m.kv_heads,
+      m.name, static_cast<double>(count_parameters(m).total) / 1e9, m.layers, m.hidden, m.heads, m.kv_heads,
       m.ffn_hidden, m.vocab, to_string(m.norm), to_string(m.mlp), to_string(m.position),
       m.tied_embeddings ? ", tied embeddings" : "");
 }
 
-std::string cluster_line(const CompiledPlan& c) {
-  const int64_t gpus = c.plan.gpus();
+std::string cluster_line(const ClusterSpec& cluster, int64_t gpus) {
   return fmt::format("cluster  {}: {} x {} on {} node(s) of {}; {:.0f} GB HBM per GPU",
-                     c.cluster.name, gpus, c.cluster.device.name, c.cluster.nodes_for(gpus),
-                     c.cluster.gpus_per_node,
-                     static_cast<double>(c.cluster.device.hbm_bytes) / kBytesPerGB);
+                     cluster.name, gpus, cluster.device.name, cluster.nodes_for(gpus),
+                     cluster.gpus_per_node,
+                     static_cast<double>(cluster.device.hbm_bytes) / kBytesPerGB);
 }
 
 std::string plan_summary(const CompiledPlan& c) {
   const ParallelPlan& p = c.plan;
   std::string out;
   auto add = [&out](const std::string& line) { out += line + "\n"; };
-  add(model_line(c));
-  add(cluster_line(c));
+  add(model_line(c.model));
+  add(cluster_line(c.cluster, p.gpus()));
   add(fmt::format("plan     {}", plan_line(p)));
   add(fmt::format("step     {} tokens; model {} (MFU numerator), hardware {} (with recompute)",
                   p.tokens_per_step(), flops_text(c.flops.model), flops_text(c.flops.hardware)));

@@ -16,10 +16,10 @@ std::string plan_summary(const CompiledPlan& compiled);
 std::string layout_table(const CompiledPlan& compiled);
 nlohmann::json plan_report_json(const CompiledPlan& compiled);
 
-// Pieces `strata simulate` shares:
+// Pieces `strata simulate` and `strata search` share:
 // the summary's first lines ("model    llama3-70b: 70.55 B parameters; ...", "cluster  ...");
-std::string model_line(const CompiledPlan& compiled);
-std::string cluster_line(const CompiledPlan& compiled);
+std::string model_line(const ModelSpec& model);
+std::string cluster_line(const ClusterSpec& cluster, int64_t gpus);
 // "dp 2 x tp 8 x pp 4, zero 1, micro-batch 1, global batch 512 (256 micro-batches), ...";
 std::string plan_line(const ParallelPlan& plan);
 // 1.23e18 -> "1.23 EFLOP";

@@ -1,16 +1,14 @@
 #include "cli/simulate_command.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <string_view>
 
 #include <fmt/format.h>
 
+#include "cli/number_flags.hpp"
 #include "cli/plan_options.hpp"
 #include "cli/simulate_report.hpp"
 #include "common/atomic_file.hpp"
@@ -36,24 +34,6 @@ struct SimulateCommandOptions {
   std::string json_path;
   std::string trace_path;
 };
-
-// The whole of `text` as an integer or a finite number; nullopt otherwise.
-std::optional<int64_t> parse_int(std::string_view text) {
-  int64_t value = 0;
-  const char* end = text.data() + text.size();
-  const auto [stop, error] = std::from_chars(text.data(), end, value);
-  if (text.empty() || error != std::errc() || stop != end) return std::nullopt;
-  return value;
-}
-
-std::optional<double> parse_number(std::string_view text) {
-  double value = 0;
-  const char* end = text.data() + text.size();
-  const auto [stop, error] = std::from_chars(text.data(), end, value);
-  if (text.empty() || error != std::errc() || stop != end || !std::isfinite(value))
-    return std::nullopt;
-  return value;
-}
 
 InputError rank_out_of_range(const std::string& flag, const std::string& value, int64_t rank,
                              int64_t gpus) {
@@ -163,16 +143,6 @@ GraphMode graph_mode(const SimulateCommandOptions& options) {
                                  flag));
   }
   return GraphMode::kFolded;
-}
-
-double parse_price(const std::string& text) {
-  const std::optional<double> price = parse_number(text);
-  if (!price || *price <= 0) {
-    throw InputError(kCommandLine, "--price",
-                     fmt::format("'{}': USD_PER_GPU_HOUR must be a number > 0", text),
-                     "give the price of one GPU for one hour in US dollars, e.g. --price 2.5");
-  }
-  return *price;
 }
 
 int run_simulate(const SimulateCommandOptions& options) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/plan_report.hpp"
+#include "cli/report_text.hpp"
 #include "common/units.hpp"
 #include "sim/result_json.hpp"
 
@@ -10,22 +11,16 @@ namespace strata::cli {
 
 namespace {
 
-std::string gib(int64_t bytes) {
-  return fmt::format("{:.2f}", static_cast<double>(bytes) / kBytesPerGiB);
-}
-
 std::string ms(double seconds) { return fmt::format("{:.2f} ms", seconds * 1e3); }
 
-// 12.3456 -> "12.346 s", 0.0123 -> "12.300 ms", 1.2e-5 -> "12.000 us".
-std::string duration_text(double seconds) {
-  if (seconds >= 1) return fmt::format("{:.3f} s", seconds);
-  if (seconds >= 1e-3) return fmt::format("{:.3f} ms", seconds * 1e3);
-  return fmt::format("{:.3f} us", seconds * 1e6);
-}
-
-// Dollars: cents above $1, three significant digits below.
-std::string usd(double dollars) {
-  return dollars >= 1 ? fmt::format("${:.2f}", dollars) : fmt::format("${:.3g}", dollars);
+// "energy   1.23 kWh per step (estimate: ...)", or why there is no estimate.
+std::string energy_line(const CompiledPlan& compiled, const SimResult& result) {
+  const DeviceSpec& device = compiled.cluster.device;
+  if (result.energy_joules_per_step <= 0)
+    return fmt::format("energy   unknown ({} has no TDP in its device file)", device.name);
+  return fmt::format("energy   {} per step (an estimate: {} GPUs at the {:.0f} W TDP of {})",
+                     energy_text(result.energy_joules_per_step), compiled.plan.gpus(),
+                     device.tdp_watts, device.name);
 }
 
 std::string comm_text(const CommSeconds& comm) {
@@ -55,8 +50,8 @@ double price_usd_per_gpu_hour(const CompiledPlan& compiled, const SimOptions& op
 std::string simulate_summary(const CompiledPlan& c, const SimOptions& options, const SimResult& r) {
   std::string out;
   auto add = [&out](const std::string& line) { out += line + "\n"; };
-  add(model_line(c));
-  add(cluster_line(c));
+  add(model_line(c.model));
+  add(cluster_line(c.cluster, c.plan.gpus()));
   add(fmt::format("plan     {}", plan_line(c.plan)));
   add(fmt::format("graph    {} ({} ranks): {} tasks; the engine answered {} events",
                   to_string(c.graph.mode()), c.graph.ranks().size(), c.graph.size(),
@@ -97,6 +92,7 @@ std::string simulate_summary(const CompiledPlan& c, const SimOptions& options, c
   add(fmt::format("cost     {} per step, {} per million tokens ({} GPUs at ${:.2f} per GPU-hour)",
                   usd(r.cost_usd_per_step), usd(r.cost_usd_per_million_tokens), c.plan.gpus(),
                   price_usd_per_gpu_hour(c, options)));
+  add(energy_line(c, r));
   add("");
   add("per stage (seconds; exposed communication in ms; GiB = 2^30 bytes)");
   add(fmt::format("{:>5} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10} {:>9}", "stage", "busy s",
@@ -129,6 +125,7 @@ nlohmann::json simulate_report_json(const CompiledPlan& c, const SimOptions& opt
   out["fits_in_memory"] = r.fits_in_memory;
   out["cost_usd_per_step"] = r.cost_usd_per_step;
   out["cost_usd_per_million_tokens"] = r.cost_usd_per_million_tokens;
+  out["energy_joules_per_step"] = r.energy_joules_per_step;
   nlohmann::json stages = nlohmann::json::array();
   for (const StageResult& s : r.per_stage) {
     stages.push_back(stage_result_json(s));

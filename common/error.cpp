@@ -22,7 +22,8 @@ std::string format_input_error(const std::string& where, const std::string& fiel
 InputError::InputError(std::string where, std::string field, std::string problem, std::string fix)
     : std::runtime_error(format_input_error(where, field, problem, fix)),
       where_(std::move(where)),
-      field_(std::move(field)) {}
+      field_(std::move(field)),
+      problem_(std::move(problem)) {}
 
 void assertion_failed(const char* condition, const char* file, int line,
                       const std::string& message) {

@@ -18,10 +18,12 @@ class InputError : public std::runtime_error {
 
   const std::string& where() const { return where_; }
   const std::string& field() const { return field_; }
+  const std::string& problem() const { return problem_; }
 
  private:
   std::string where_;
   std::string field_;
+  std::string problem_;
 };
 
 [[noreturn]] void assertion_failed(const char* condition, const char* file, int line,

@@ -34,9 +34,14 @@ struct CompiledPlan {
   int64_t parameters = 0;  // the whole model's
 };
 
+// kSkip leaves `validation` empty (ok): for callers that compile many plans and validate only
+// those they report (the search).
+enum class GraphCheck : uint8_t { kValidate, kSkip };
+
 // The plan must have passed validate_plan. Broken graph invariants are reported in
 // `validation`, not thrown: they are bugs of the compiler, which callers assert on.
 CompiledPlan compile_plan(const ModelSpec& model, const ClusterSpec& cluster,
-                          const ParallelPlan& plan, GraphMode mode);
+                          const ParallelPlan& plan, GraphMode mode,
+                          GraphCheck check = GraphCheck::kValidate);
 
 }  // namespace strata

@@ -8,67 +8,33 @@
 
 #include "plan/activation_memory.hpp"
 #include "plan/lowering_context.hpp"
+#include "plan/op_shapes.hpp"
 #include "plan/schedule.hpp"
 
 namespace strata {
 
 namespace {
 
-OpPair op_pair(TaskGraph& graph, OpShape forward, OpShape backward, bool tp_replicated = false) {
-  forward.tp_replicated = tp_replicated;
-  backward.tp_replicated = tp_replicated;
-  return {graph.add_op(forward), graph.add_op(backward)};
+OpPair intern(TaskGraph& graph, const OpShapePair& shapes) {
+  return {graph.add_op(shapes.forward), graph.add_op(shapes.backward)};
 }
 
-// Per-rank shapes of every op (s sequence, b micro-batch, t tp; sequence parallelism splits the
-// norms and residual adds over t).
-OpTable build_op_table(const LoweringContext& ctx, TaskGraph& graph) {
-  const ModelSpec& m = ctx.model;
-  const ParallelPlan& plan = ctx.plan;
-  const DType dt = plan.dtype;
-  const int64_t b = plan.micro_batch;
-  const int64_t s = plan.seq_len;
-  const int64_t t = plan.tp;
-  const int64_t sb = s * b;
-  const int64_t h = m.hidden;
-  const int64_t rows = plan.sequence_parallel ? sb / t : sb;  // rows of norms and residual adds
-  const bool replicated = !plan.sequence_parallel && t > 1;   // norms and residual adds
-  const int64_t f = m.ffn_hidden / t;
-  const bool swiglu = m.mlp == MlpKind::kSwiGlu;
-  const int64_t v = ctx.sizes.vocab_shard;
-  const auto fwd = Direction::kForward;
-  const auto bwd = Direction::kBackward;
-  // GELU (tanh form) ~8 FLOPs per element; SwiGLU silu(gate) * up ~6; dropout + residual add 2.
-  const int64_t act_flops = swiglu ? 6 : 8;
-  const int64_t act_tensors = swiglu ? 3 : 2;
-  const int64_t residual_tensors = m.dropout ? 4 : 3;
-
+OpTable build_op_table(const ModelSpec& model, const ParallelPlan& plan, TaskGraph& graph) {
+  const PlanOpShapes shapes = plan_op_shapes(model, plan);
   OpTable ops;
-  ops.norm = op_pair(graph, norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt), replicated);
-  const int64_t qkv_cols = (h + 2 * m.kv_hidden()) / t;
-  ops.qkv =
-      op_pair(graph, matmul_op(sb, qkv_cols, h, fwd, dt), matmul_op(sb, qkv_cols, h, bwd, dt));
-  ops.attention =
-      op_pair(graph, attention_op(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, fwd, dt),
-              attention_op(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, bwd, dt));
-  ops.attn_out = op_pair(graph, matmul_op(sb, h, h / t, fwd, dt), matmul_op(sb, h, h / t, bwd, dt));
-  ops.residual = op_pair(graph, elementwise_op(rows * h, 2, residual_tensors, fwd, dt),
-                         elementwise_op(rows * h, 2, residual_tensors, bwd, dt), replicated);
-  const int64_t up_cols = (swiglu ? 2 : 1) * f;
-  ops.mlp_up =
-      op_pair(graph, matmul_op(sb, up_cols, h, fwd, dt), matmul_op(sb, up_cols, h, bwd, dt));
-  ops.mlp_act = op_pair(graph, elementwise_op(sb * f, act_flops, act_tensors, fwd, dt),
-                        elementwise_op(sb * f, act_flops, act_tensors, bwd, dt));
-  ops.mlp_down = op_pair(graph, matmul_op(sb, h, f, fwd, dt), matmul_op(sb, h, f, bwd, dt));
-  ops.embedding =
-      op_pair(graph, embedding_op(sb, h, v, fwd, dt), embedding_op(sb, h, v, bwd, dt), t > 1);
-  ops.final_norm = op_pair(graph, norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt), replicated);
-  ops.lm_head = op_pair(graph, matmul_op(sb, v, h, fwd, dt), matmul_op(sb, v, h, bwd, dt));
-  ops.loss = op_pair(graph, loss_op(sb, v, fwd), loss_op(sb, v, bwd));
-  const int64_t shards = plan.zero_stage >= 1 ? plan.dp : 1;
-  for (const int64_t params : ctx.stage_params) {
-    ops.optimizer.push_back(graph.add_op(optimizer_op((params + shards - 1) / shards, dt)));
-  }
+  ops.norm = intern(graph, shapes.norm);
+  ops.qkv = intern(graph, shapes.qkv);
+  ops.attention = intern(graph, shapes.attention);
+  ops.attn_out = intern(graph, shapes.attn_out);
+  ops.residual = intern(graph, shapes.residual);
+  ops.mlp_up = intern(graph, shapes.mlp_up);
+  ops.mlp_act = intern(graph, shapes.mlp_act);
+  ops.mlp_down = intern(graph, shapes.mlp_down);
+  ops.embedding = intern(graph, shapes.embedding);
+  ops.final_norm = intern(graph, shapes.final_norm);
+  ops.lm_head = intern(graph, shapes.lm_head);
+  ops.loss = intern(graph, shapes.loss);
+  for (const OpShape& optimizer : shapes.optimizer) ops.optimizer.push_back(graph.add_op(optimizer));
   return ops;
 }
 
@@ -292,7 +258,7 @@ LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& pla
       stage_layers(layers_per_stage(plan, model)),
       stage_params(stage_parameters(model, plan)) {
   const int64_t e = bytes_per_element(plan.dtype);
-  ops = build_op_table(*this, graph);
+  ops = build_op_table(model, plan, graph);
   tp_message_bytes = e * plan.seq_len * plan.micro_batch * model.hidden;
   const LayerActivations act = layer_activations(model, plan);
   stored_bytes = stored_layer_activation_bytes(model, plan);

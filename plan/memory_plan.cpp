@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "plan/activation_memory.hpp"
 #include "plan/shard_sizes.hpp"
 
 namespace strata {
@@ -82,6 +83,24 @@ MemoryPlan plan_memory(const TaskGraph& graph, const ModelSpec& model, const Par
   memory.fits = memory.peak_bytes <= device_bytes;
   memory.shortfall_bytes = memory.fits ? 0 : memory.peak_bytes - device_bytes;
   return memory;
+}
+
+int64_t peak_memory_lower_bound_bytes(const ModelSpec& model, const ParallelPlan& plan) {
+  const std::vector<int64_t> stage_layers = layers_per_stage(plan, model);
+  const std::vector<int64_t> parameters = stage_parameters(model, plan);
+  const int64_t stored = stored_layer_activation_bytes(model, plan);
+  const int64_t micro_batches = plan.micro_batches();
+  int64_t peak = 0;
+  for (int64_t s = 0; s < plan.pp; ++s) {
+    const int64_t in_flight = plan.schedule == ScheduleKind::kGpipe
+                                  ? micro_batches
+                                  : std::min(plan.pp - s, micro_batches);
+    const int64_t states =
+        model_state_bytes(parameters[static_cast<size_t>(s)], plan.dp, plan.zero_stage, plan.dtype)
+            .total();
+    peak = std::max(peak, states + in_flight * stage_layers[static_cast<size_t>(s)] * stored);
+  }
+  return peak;
 }
 
 }  // namespace strata

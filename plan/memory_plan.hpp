@@ -59,4 +59,11 @@ struct MemoryPlan {
 MemoryPlan plan_memory(const TaskGraph& graph, const ModelSpec& model, const ParallelPlan& plan,
                        int64_t device_bytes);
 
+// A lower bound on MemoryPlan::peak_bytes without building the graph, for a search to drop plans
+// that cannot fit: per stage, the model states plus the activations its layers store for the
+// micro-batches in flight when its first backward starts (Narayanan et al. 2021: m under GPipe;
+// min(pp - s, m) under 1F1B, and at least as many layer-passes under the interleaved schedule,
+// whose warm-up is longer). Buffers and transient activations are not counted.
+int64_t peak_memory_lower_bound_bytes(const ModelSpec& model, const ParallelPlan& plan);
+
 }  // namespace strata

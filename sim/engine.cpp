@@ -453,7 +453,7 @@ void Engine::add_dependency(ActivityId activity, ActivityId dep) {
   s.late_deps.push_back({activity, dep});
 }
 
-void Engine::run() {
+bool Engine::run(TimeNs horizon_ns) {
   State& s = *state_;
   STRATA_ASSERT(!s.ran, "run() may be called once");
   s.ran = true;
@@ -475,11 +475,13 @@ void Engine::run() {
     s.settle();
     if (s.queue.empty()) break;
     s.drop_stale_events();
+    if (s.queue.top().time_ns > horizon_ns) return false;
     s.now_ns = s.queue.top().time_ns;
   }
   STRATA_ASSERT(s.finished == s.stats.activities,
                 std::to_string(s.stats.activities - s.finished) +
                     " activities never finished (their dependencies never completed)");
+  return true;
 }
 
 TimeNs Engine::start_ns(ActivityId id) const {

@@ -30,6 +30,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <vector>
@@ -70,6 +71,8 @@ struct EngineStats {
   int64_t rate_updates = 0;  // max-min solves (one per distinct time at which flows change)
 };
 
+inline constexpr TimeNs kNoHorizon = std::numeric_limits<TimeNs>::max();
+
 class Engine {
  public:
   Engine();
@@ -91,9 +94,12 @@ class Engine {
   // also a later one (a collective's members are created before the transfer they wait for).
   void add_dependency(ActivityId activity, ActivityId dep);
 
-  // Runs until every activity has finished. Asserts that no dependency cycle strands an
-  // activity (add() alone cannot make one, its deps point to earlier ids; add_dependency() can).
-  void run();
+  // Runs until every activity has finished and returns true. Asserts that no dependency cycle
+  // strands an activity (add() alone cannot make one, its deps point to earlier ids;
+  // add_dependency() can). With a horizon, stops instead (returning false, activities left
+  // unfinished) when the next event would come after it: for callers that only need to know
+  // whether everything finishes by then.
+  bool run(TimeNs horizon_ns = kNoHorizon);
 
   // When the activity started and finished; -1 before it did.
   TimeNs start_ns(ActivityId id) const;

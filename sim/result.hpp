@@ -66,6 +66,9 @@ struct SimResult {
   bool fits_in_memory = false;
   double cost_usd_per_step = 0;
   double cost_usd_per_million_tokens = 0;
+  // An estimate: every GPU drawing its TDP for the whole step, as Meta's Llama 3 model card
+  // estimates training energy (GPU-hours x TDP). 0 when a device's TDP is unknown.
+  double energy_joules_per_step = 0;
   std::vector<StageResult> per_stage;
 
   // The timeline: one entry per task of the graph (by task id), and per graph rank (in the order

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
@@ -66,7 +67,8 @@ class GraphMapper {
   GraphMapper(const CompiledPlan& compiled, const SimOptions& options)
       : compiled_(compiled), graph_(compiled.graph), options_(options) {}
 
-  StepTimeline run() {
+  // nullopt when the step runs past `horizon_ns`.
+  std::optional<StepTimeline> run(TimeNs horizon_ns) {
     const std::vector<ProcessorId> processor_of_rank = add_processors();
     NetworkModel network(graph_, compiled_.cluster, compiled_.plan, engine_, processor_of_rank);
     const std::vector<TaskId> previous = stream_predecessors(graph_);
@@ -96,7 +98,7 @@ class GraphMapper {
       }
     }
     STRATA_ASSERT(pending_.empty(), "a collective or p2p transfer misses members in the graph");
-    engine_.run();
+    if (!engine_.run(horizon_ns)) return std::nullopt;
     StepTimeline timeline;
     timeline.tasks.resize(n);
     for (size_t i = 0; i < n; ++i) {
@@ -238,13 +240,20 @@ class GraphMapper {
 
 }  // namespace
 
-SimResult simulate(const CompiledPlan& compiled, const SimOptions& options) {
+std::optional<SimResult> simulate_within(const CompiledPlan& compiled, const SimOptions& options,
+                                         TimeNs horizon_ns) {
   STRATA_ASSERT(compiled.validation.ok(), "simulate() needs a valid task graph");
   check_options(compiled, options);
   GraphMapper mapper(compiled, options);
+  std::optional<StepTimeline> timeline = mapper.run(horizon_ns);
+  if (!timeline) return std::nullopt;
   const double price = options.price_usd_per_gpu_hour > 0 ? options.price_usd_per_gpu_hour
                                                           : compiled.cluster.price_usd_per_gpu_hour;
-  return summarize_step(compiled, mapper.run(), price);
+  return summarize_step(compiled, std::move(*timeline), price);
+}
+
+SimResult simulate(const CompiledPlan& compiled, const SimOptions& options) {
+  return *simulate_within(compiled, options, kNoHorizon);
 }
 
 }  // namespace strata

@@ -46,4 +46,9 @@ struct SimOptions {
 // full graph when given a folded one, or that name ranks outside the plan.
 SimResult simulate(const CompiledPlan& compiled, const SimOptions& options = {});
 
+// The same, but stops as soon as the simulated clock passes `horizon_ns` and returns nullopt: the
+// step takes longer than that (for a search that only needs plans faster than its best so far).
+std::optional<SimResult> simulate_within(const CompiledPlan& compiled, const SimOptions& options,
+                                         TimeNs horizon_ns);
+
 }  // namespace strata

@@ -221,6 +221,14 @@ SimResult summarize_step(const CompiledPlan& compiled, StepTimeline timeline,
   }
   result.cost_usd_per_step = step_s / 3600.0 * gpus * price_usd_per_gpu_hour;
   result.cost_usd_per_million_tokens = result.cost_usd_per_step / tokens * 1e6;
+  double watts = 0;  // all GPUs' TDP; a folded graph's ranks stand for plan.gpus() alike
+  bool tdp_known = true;
+  for (const DeviceSpec& device : timeline.rank_devices) {
+    watts += device.tdp_watts;
+    tdp_known = tdp_known && device.tdp_watts > 0;
+  }
+  if (graph.mode() == GraphMode::kFolded) watts = gpus * compiled.cluster.device.tdp_watts;
+  result.energy_joules_per_step = tdp_known ? watts * step_s : 0.0;
   result.tasks = std::move(timeline.tasks);
   result.engine = timeline.engine;
   return result;

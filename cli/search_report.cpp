@@ -1,0 +1,335 @@
+#include "cli/search_report.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "cli/plan_report.hpp"
+#include "cli/report_text.hpp"
+#include "common/units.hpp"
+#include "plan/plan_json.hpp"
+#include "sim/search_json.hpp"
+
+namespace strata::cli {
+
+namespace {
+
+constexpr double kSecondsPerDay = 86400;
+
+const char* objective_name(Objective objective) {
+  switch (objective) {
+    case Objective::kTime:
+      return "step time";
+    case Objective::kCost:
+      return "cost per token";
+    case Objective::kTokensPerDollar:
+      return "tokens per dollar";
+  }
+  return "?";
+}
+
+// Training a token budget with one plan.
+struct TrainingCost {
+  int64_t steps = 0;
+  double seconds = 0;
+  double gpu_hours = 0;
+  double usd = 0;
+  double energy_joules = 0;
+};
+
+TrainingCost training_cost(const SearchReportInputs& in, const PlanOutcome& outcome) {
+  const ParallelPlan& plan = outcome.plan;
+  const PlanFigures& f = outcome.figures;
+  TrainingCost cost;
+  cost.steps = static_cast<int64_t>(
+      std::ceil(*in.train_tokens / static_cast<double>(plan.tokens_per_step())));
+  const auto steps = static_cast<double>(cost.steps);
+  cost.seconds = steps * f.step_time_s;
+  cost.gpu_hours = cost.seconds / 3600.0 * static_cast<double>(plan.gpus());
+  cost.usd = steps * f.cost_usd_per_step;
+  cost.energy_joules = steps * f.energy_joules_per_step;
+  return cost;
+}
+
+// 1234567 -> "1.23 M", for dollars and GPU-hours.
+std::string large(double value) {
+  if (value >= 1e9) return fmt::format("{:.2f} B", value / 1e9);
+  if (value >= 1e6) return fmt::format("{:.2f} M", value / 1e6);
+  if (value >= 1e3) return fmt::format("{:.2f} K", value / 1e3);
+  return fmt::format("{:.2f}", value);
+}
+
+double exposed_total(const CommSeconds& comm) { return comm.tp + comm.pp + comm.dp; }
+
+std::string yes_no(bool value) { return value ? "on" : "off"; }
+
+// The plan fields in which two plans differ: "tp 4 / 8, pp 8 / 16".
+std::string plan_differences(const ParallelPlan& a, const ParallelPlan& b) {
+  std::vector<std::string> parts;
+  const auto field = [&parts](const char* name, const auto& x, const auto& y) {
+    if (x != y) parts.push_back(fmt::format("{} {} / {}", name, x, y));
+  };
+  field("gpus", a.gpus(), b.gpus());
+  field("dp", a.dp, b.dp);
+  field("tp", a.tp, b.tp);
+  field("pp", a.pp, b.pp);
+  field("vpp", a.vpp, b.vpp);
+  field("schedule", std::string(to_string(a.schedule)), std::string(to_string(b.schedule)));
+  field("micro-batch", a.micro_batch, b.micro_batch);
+  field("zero", a.zero_stage, b.zero_stage);
+  field("recompute", std::string(to_string(a.recompute)), std::string(to_string(b.recompute)));
+  field("sequence parallel", yes_no(a.sequence_parallel), yes_no(b.sequence_parallel));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// Why the best plan beat the runner-up: the step-time terms of their busiest stages that differ
+// most, largest first.
+std::string why_line(const SearchReportInputs& in, const PlanOutcome& best,
+                     const PlanOutcome& second) {
+  const PlanFigures& a = best.figures;
+  const PlanFigures& b = second.figures;
+  std::array<std::pair<const char*, double>, 5> terms{{
+      {"compute", a.compute_s - b.compute_s},
+      {"pipeline bubble", a.bubble_s - b.bubble_s},
+      {"exposed tp", a.stage_exposed_comm_s.tp - b.stage_exposed_comm_s.tp},
+      {"exposed pp", a.stage_exposed_comm_s.pp - b.stage_exposed_comm_s.pp},
+      {"exposed dp", a.stage_exposed_comm_s.dp - b.stage_exposed_comm_s.dp},
+  }};
+  std::stable_sort(terms.begin(), terms.end(), [](const auto& x, const auto& y) {
+    return std::abs(x.second) > std::abs(y.second);
+  });
+  std::vector<std::string> parts;
+  for (const auto& [name, delta] : terms) {
+    if (parts.size() == 3 || std::abs(delta) < 5e-4) break;
+    parts.push_back(fmt::format("{} {:+.3f} s", name, delta));
+  }
+  const double step_delta = b.step_time_s - a.step_time_s;
+  std::string text = fmt::format("why #1 beats #2: {:.3f} s ({:.1f}%) {} per step", step_delta,
+                                 100 * step_delta / b.step_time_s,
+                                 step_delta >= 0 ? "faster" : "slower");
+  if (in.options.objective != Objective::kTime) {
+    text += fmt::format(", {} against {} per million tokens", usd(a.cost_usd_per_million_tokens),
+                        usd(b.cost_usd_per_million_tokens));
+  }
+  if (!parts.empty()) text += fmt::format("; {}", fmt::join(parts, ", "));
+  text += fmt::format(" (busiest stage, #1 minus #2)\n         the plans differ in {} (#1 / #2)",
+                      plan_differences(best.plan, second.plan));
+  return text;
+}
+
+std::string table_header(const SearchReportInputs& in) {
+  std::string header = fmt::format(
+      "{:>4} {:>6} {:>4} {:>3} {:>3} {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:>9} {:>10} {:>6} "
+      "{:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}",
+      "#", "gpus", "dp", "tp", "pp", "vpp", "schedule", "mb", "zero", "recompute", "sp", "step s",
+      "tokens/s", "MFU", "bubble", "exposed s", "peak GiB", "headroom", "$/step", "$/M tok",
+      "kWh/step");
+  if (in.train_tokens) header += fmt::format(" {:>10} {:>10}", "train days", "train $");
+  return header;
+}
+
+std::string table_row(const SearchReportInputs& in, size_t rank, const PlanOutcome& o) {
+  const ParallelPlan& p = o.plan;
+  const PlanFigures& f = o.figures;
+  constexpr double kJoulesPerKwh = 3.6e6;
+  std::string row = fmt::format(
+      "{:>4} {:>6} {:>4} {:>3} {:>3} {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:>9.3f} {:>10.0f} "
+      "{:>5.1f}% {:>5.1f}% {:>9.3f} {:>8} {:>8} {:>8} {:>8} {:>8.1f}",
+      rank, p.gpus(), p.dp, p.tp, p.pp, p.vpp, to_string(p.schedule), p.micro_batch, p.zero_stage,
+      to_string(p.recompute), yes_no(p.sequence_parallel), f.step_time_s, f.tokens_per_s,
+      100 * f.mfu, 100 * f.bubble_fraction, exposed_total(f.exposed_comm_s),
+      gib(f.peak_memory_bytes), gib(f.device_memory_bytes - f.peak_memory_bytes),
+      usd(f.cost_usd_per_step), usd(f.cost_usd_per_million_tokens),
+      f.energy_joules_per_step / kJoulesPerKwh);
+  if (in.train_tokens) {
+    const TrainingCost cost = training_cost(in, o);
+    row += fmt::format(" {:>10.2f} {:>10}", cost.seconds / kSecondsPerDay, "$" + large(cost.usd));
+  }
+  return row;
+}
+
+std::string counts_text(const SearchReportInputs& in, const SearchResult& r,
+                        size_t gpu_sizes) {
+  const SearchCounts& c = r.counts;
+  std::string out;
+  auto add = [&out](const std::string& line) { out += line + "\n"; };
+  add(fmt::format("plans    {} enumerated over {} cluster size(s)", c.enumerated, gpu_sizes));
+  std::vector<std::string> reasons;
+  for (const RefusalCount& refusal : r.refusals) {
+    if (reasons.size() == 3) break;
+    reasons.push_back(
+        fmt::format("{} on {}, e.g. \"{}\"", refusal.plans, refusal.field, refusal.example));
+  }
+  add(fmt::format("         {} refused by the plan checks{}", c.refused,
+                  reasons.empty() ? "" : fmt::format(": {}", fmt::join(reasons, "; "))));
+  if (in.options.include_oom) {
+    add("         plans that do not fit in memory are kept (--include-oom)");
+  } else {
+    add(fmt::format("         {} do not fit in memory: {} by a lower bound (model states and "
+                    "stored activations), {} by the memory plan, {} by the simulated timeline",
+                    c.over_memory_bound + c.over_memory_plan + c.over_memory_simulated,
+                    c.over_memory_bound, c.over_memory_plan, c.over_memory_simulated));
+  }
+  if (in.options.exhaustive) {
+    add("         none skipped (--exhaustive)");
+  } else {
+    add(fmt::format("         {} skipped unsimulated: a lower bound on their {} is above the "
+                    "{} simulated{}",
+                    c.skipped_by_bound, objective_name(in.options.objective),
+                    in.options.top == 1 ? std::string("best")
+                                        : fmt::format("{}th best", in.options.top),
+                    gpu_sizes > 1 ? " and above their cluster size's fastest" : ""));
+  }
+  if (c.stopped > 0) {
+    add(fmt::format("         {} stopped mid-simulation: their simulated clock passed the step "
+                    "time they had to beat",
+                    c.stopped));
+  }
+  add(fmt::format("         {} simulated event by event to the end of the step (folded graphs), "
+                  "{} ranked",
+                  c.simulated, r.ranked.size()));
+  return out;
+}
+
+}  // namespace
+
+std::string plan_cell(const ParallelPlan& p) {
+  return fmt::format("dp {} x tp {} x pp {}{}, {}, mb {}, zero {}, recompute {}{}", p.dp, p.tp,
+                     p.pp, p.vpp > 1 ? fmt::format(" x vpp {}", p.vpp) : "",
+                     to_string(p.schedule), p.micro_batch, p.zero_stage, to_string(p.recompute),
+                     p.sequence_parallel ? ", sp" : "");
+}
+
+std::string search_summary(const SearchReportInputs& in, const SearchResult& r) {
+  const SearchSpace& space = in.space;
+  std::string out;
+  auto add = [&out](const std::string& line) { out += line + "\n"; };
+  add(model_line(space.model));
+  std::vector<std::string> sizes;
+  for (const int64_t gpus : space.gpus) sizes.push_back(std::to_string(gpus));
+  add(fmt::format("cluster  {}: {} GPUs of {} ({} per node; {:.0f} GB HBM); ${:.2f} per GPU-hour",
+                  space.cluster.name, fmt::join(sizes, " or "), space.cluster.device.name,
+                  space.cluster.gpus_per_node,
+                  static_cast<double>(space.cluster.device.hbm_bytes) / kBytesPerGB,
+                  search_price_usd_per_gpu_hour(space, in.options)));
+  add(fmt::format("search   global batch {} x seq {} = {} tokens per step, {}; best by {}",
+                  space.global_batch, space.seq_len, space.global_batch * space.seq_len,
+                  to_string(space.dtype), objective_name(in.options.objective)));
+  out += counts_text(in, r, space.gpus.size());
+  add("");
+  if (r.ranked.empty()) {
+    add("no plan fits: try more GPUs, a smaller global batch or sequence, or --include-oom");
+    return out;
+  }
+  const size_t shown = std::min(r.ranked.size(), static_cast<size_t>(in.options.top));
+  add(fmt::format("top {} by {} (exposed s: communication the compute stream waits on; GiB = 2^30 "
+                  "bytes; kWh/step an estimate at TDP)",
+                  shown, objective_name(in.options.objective)));
+  add(table_header(in));
+  for (size_t i = 0; i < shown; ++i) add(table_row(in, i + 1, r.ranked[i]));
+  if (r.ranked.size() > 1) add(why_line(in, r.ranked[0], r.ranked[1]));
+  if (in.train_tokens) {
+    const TrainingCost cost = training_cost(in, r.ranked[0]);
+    add(fmt::format("train    {:.4g} tokens with #1: {} steps, {:.2f} days, {} GPU-hours, ${}{}",
+                    *in.train_tokens, cost.steps, cost.seconds / kSecondsPerDay,
+                    large(cost.gpu_hours), large(cost.usd),
+                    cost.energy_joules > 0
+                        ? fmt::format(", {} (estimate at TDP)", energy_text(cost.energy_joules))
+                        : ""));
+  }
+  if (in.pareto) {
+    add("");
+    add(fmt::format("Pareto front of step time against cost{} ({} plan(s); # is the rank above)",
+                    space.gpus.size() > 1 ? " and GPUs" : "", r.pareto.size()));
+    add(table_header(in));
+    for (const size_t index : r.pareto) add(table_row(in, index + 1, r.ranked[index]));
+  }
+  return out;
+}
+
+std::string search_csv(const SearchReportInputs& in, const SearchResult& r) {
+  std::string out =
+      "rank,gpus,dp,tp,pp,vpp,schedule,micro_batch,zero_stage,recompute,sequence_parallel,"
+      "step_time_s,tokens_per_s,mfu,hfu,bubble_fraction,exposed_tp_s,exposed_pp_s,exposed_dp_s,"
+      "peak_memory_bytes,device_memory_bytes,fits_in_memory,cost_usd_per_step,"
+      "cost_usd_per_million_tokens,energy_joules_per_step,bound_step_time_s";
+  if (in.train_tokens) out += ",train_steps,train_seconds,train_gpu_hours,train_cost_usd";
+  out += "\n";
+  for (size_t i = 0; i < r.ranked.size(); ++i) {
+    const PlanOutcome& o = r.ranked[i];
+    const ParallelPlan& p = o.plan;
+    const PlanFigures& f = o.figures;
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                       i + 1, p.gpus(), p.dp, p.tp, p.pp, p.vpp, to_string(p.schedule),
+                       p.micro_batch, p.zero_stage, to_string(p.recompute),
+                       p.sequence_parallel, f.step_time_s, f.tokens_per_s, f.mfu, f.hfu,
+                       f.bubble_fraction, f.exposed_comm_s.tp, f.exposed_comm_s.pp,
+                       f.exposed_comm_s.dp, f.peak_memory_bytes, f.device_memory_bytes,
+                       f.fits_in_memory, f.cost_usd_per_step, f.cost_usd_per_million_tokens,
+                       f.energy_joules_per_step, o.bound_step_time_s);
+    if (in.train_tokens) {
+      const TrainingCost cost = training_cost(in, o);
+      out += fmt::format(",{},{},{},{}", cost.steps, cost.seconds, cost.gpu_hours, cost.usd);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+nlohmann::json search_json(const SearchReportInputs& in, const SearchResult& r) {
+  const SearchSpace& space = in.space;
+  nlohmann::json search;
+  search["model"] = space.model.name;
+  search["cluster"] = space.cluster.name;
+  search["gpus"] = space.gpus;
+  search["global_batch"] = space.global_batch;
+  search["seq_len"] = space.seq_len;
+  search["dtype"] = to_string(space.dtype);
+  search["objective"] = objective_name(in.options.objective);
+  search["top"] = in.options.top;
+  search["price_usd_per_gpu_hour"] = search_price_usd_per_gpu_hour(space, in.options);
+  search["include_oom"] = in.options.include_oom;
+  search["exhaustive"] = in.options.exhaustive;
+  if (in.train_tokens) search["train_tokens"] = *in.train_tokens;
+  const SearchCounts& c = r.counts;
+  nlohmann::json counts;
+  counts["enumerated"] = c.enumerated;
+  counts["refused"] = c.refused;
+  counts["over_memory_bound"] = c.over_memory_bound;
+  counts["over_memory_plan"] = c.over_memory_plan;
+  counts["over_memory_simulated"] = c.over_memory_simulated;
+  counts["skipped_by_bound"] = c.skipped_by_bound;
+  counts["stopped"] = c.stopped;
+  counts["simulated"] = c.simulated;
+  nlohmann::json refusals = nlohmann::json::array();
+  for (const RefusalCount& refusal : r.refusals) {
+    refusals.push_back(
+        {{"field", refusal.field}, {"example", refusal.example}, {"plans", refusal.plans}});
+  }
+  nlohmann::json plans = nlohmann::json::array();
+  for (size_t i = 0; i < r.ranked.size(); ++i) {
+    nlohmann::json plan = outcome_json(r.ranked[i]);
+    plan["rank"] = i + 1;
+    if (in.train_tokens) {
+      const TrainingCost cost = training_cost(in, r.ranked[i]);
+      plan["train"] = {{"steps", cost.steps},
+                       {"seconds", cost.seconds},
+                       {"gpu_hours", cost.gpu_hours},
+                       {"cost_usd", cost.usd},
+                       {"energy_joules", cost.energy_joules}};
+    }
+    plans.push_back(std::move(plan));
+  }
+  nlohmann::json pareto = nlohmann::json::array();
+  for (const size_t index : r.pareto) pareto.push_back(index + 1);
+  return {{"search", std::move(search)},
+          {"counts", std::move(counts)},
+          {"refusals", std::move(refusals)},
+          {"plans", std::move(plans)},
+          {"pareto_ranks", std::move(pareto)}};
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,29 @@
+#pragma once
+// The shapes of every op one rank runs under a plan (s sequence, b micro-batch, t tp; sequence
+// parallelism splits the norms and residual adds over t): a transformer layer's ops, the first
+// stage's embedding, the last stage's head and loss, and each stage's optimizer step. The
+// lowering attaches them to compute tasks; the search prices them without building a graph.
+
+#include <cstdint>
+#include <vector>
+
+#include "models/model_spec.hpp"
+#include "models/ops.hpp"
+#include "plan/parallel_plan.hpp"
+
+namespace strata {
+
+struct OpShapePair {
+  OpShape forward;
+  OpShape backward;
+};
+
+struct PlanOpShapes {
+  OpShapePair norm, qkv, attention, attn_out, residual, mlp_up, mlp_act, mlp_down;  // a layer
+  OpShapePair embedding, final_norm, lm_head, loss;  // first stage, last stage
+  std::vector<OpShape> optimizer;                    // per pipeline stage
+};
+
+PlanOpShapes plan_op_shapes(const ModelSpec& model, const ParallelPlan& plan);
+
+}  // namespace strata

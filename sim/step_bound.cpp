@@ -1,0 +1,131 @@
+#include "sim/step_bound.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "plan/op_shapes.hpp"
+#include "plan/rank_layout.hpp"
+#include "plan/shard_sizes.hpp"
+#include "sim/transfer_builder.hpp"
+
+namespace strata {
+
+namespace {
+
+// One micro-batch's forward and backward chain through one layer and through a stage's extras.
+struct PassTimes {
+  TimeNs forward_ns = 0;
+  TimeNs backward_ns = 0;
+};
+
+}  // namespace
+
+StepBoundModel::StepBoundModel(ModelSpec model, ClusterSpec cluster,
+                               const std::optional<Calibration>& calibration)
+    : model_(std::move(model)),
+      cluster_(std::move(cluster)),
+      efficiency_(efficiency_for(cluster_.device, calibration)) {}
+
+TimeNs StepBoundModel::collective_ns(CollectiveKind kind, const std::vector<int64_t>& group,
+                                     int64_t gpus, int64_t bytes) {
+  auto key = std::make_tuple(kind, group, gpus, bytes);
+  const auto found = times_.find(key);
+  if (found != times_.end()) return found->second;
+  const CollectiveRun run{kind, group, bytes};
+  const TimeNs time = time_collectives(cluster_, gpus, std::span(&run, 1)).front();
+  times_.emplace(std::move(key), time);
+  return time;
+}
+
+TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
+  const PlanOpShapes op = plan_op_shapes(model_, plan);
+  const auto time = [this](const OpShape& shape) {
+    return compute_time_ns(cluster_.device, efficiency_, shape);
+  };
+  const auto forward = [&time](const OpShapePair& pair) { return time(pair.forward); };
+  const auto backward = [&time](const OpShapePair& pair) { return time(pair.backward); };
+
+  // The layer's TP collectives on the compute chain (plan/layer_lowering.cpp): two row-parallel
+  // reductions each way, and with sequence parallelism an all-gather before each column-parallel
+  // product (two forward, four backward).
+  const RankLayout layout(plan, cluster_.gpus_per_node);
+  const int64_t element_bytes = bytes_per_element(plan.dtype);
+  TimeNs reduce_ns = 0;
+  TimeNs gather_ns = 0;
+  if (plan.tp > 1) {
+    const std::vector<int64_t> tp_group = layout.tp_group(0);
+    const int64_t message = element_bytes * plan.seq_len * plan.micro_batch * model_.hidden;
+    reduce_ns = collective_ns(
+        plan.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
+        tp_group, plan.gpus(), message);
+    if (plan.sequence_parallel)
+      gather_ns = collective_ns(CollectiveKind::kAllGather, tp_group, plan.gpus(), message);
+  }
+  PassTimes layer;
+  layer.forward_ns = 2 * forward(op.norm) + forward(op.qkv) + forward(op.attention) +
+                     forward(op.attn_out) + 2 * forward(op.residual) + forward(op.mlp_up) +
+                     forward(op.mlp_act) + forward(op.mlp_down) + 2 * reduce_ns + 2 * gather_ns;
+  layer.backward_ns = 2 * backward(op.norm) + backward(op.qkv) + backward(op.attention) +
+                      backward(op.attn_out) + 2 * backward(op.residual) + backward(op.mlp_up) +
+                      backward(op.mlp_act) + backward(op.mlp_down) + 2 * reduce_ns +
+                      4 * gather_ns;
+  if (plan.recompute == RecomputeKind::kFull) layer.backward_ns += layer.forward_ns;
+  if (plan.recompute == RecomputeKind::kSelective) layer.backward_ns += forward(op.attention);
+
+  const PassTimes first{forward(op.embedding), backward(op.embedding)};
+  const PassTimes last{forward(op.final_norm) + forward(op.lm_head) + forward(op.loss),
+                       backward(op.loss) + backward(op.lm_head) + backward(op.final_norm)};
+  const std::vector<int64_t> stage_layers = layers_per_stage(plan, model_);
+  const int64_t micro_batches = plan.micro_batches();
+
+  // One layer's data-parallel collectives (plan/step_lowering.cpp), by ZeRO stage.
+  TimeNs layer_sync_ns = 0;    // gradient all-reduce (ZeRO 0) or reduce-scatter
+  TimeNs layer_gather_ns = 0;  // parameter all-gather
+  if (plan.dp > 1) {
+    const std::vector<int64_t> dp_group = layout.dp_group(0);
+    const int64_t layer_bytes = shard_sizes(model_, plan).layer * element_bytes;
+    layer_sync_ns = collective_ns(
+        plan.zero_stage == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter,
+        dp_group, plan.gpus(), layer_bytes);
+    if (plan.zero_stage > 0)
+      layer_gather_ns = collective_ns(CollectiveKind::kAllGather, dp_group, plan.gpus(), layer_bytes);
+  }
+  const int64_t syncs_per_layer = plan.zero_stage >= 2 ? plan.micro_batches() : 1;
+  const int64_t gathers_per_layer = plan.zero_stage == 3   ? 2 * plan.micro_batches()
+                                    : plan.zero_stage >= 1 ? 1
+                                                           : 0;
+
+  TimeNs fill_ns = 0;   // sum over earlier stages of chunk 0's forward of one micro-batch
+  TimeNs drain_ns = 0;  // and of its backward
+  TimeNs pipeline_ns = 0;
+  TimeNs after_backward_ns = 0;
+  TimeNs dp_stream_ns = 0;
+  for (int64_t s = 0; s < plan.pp; ++s) {
+    const int64_t layers = stage_layers[static_cast<size_t>(s)];
+    PassTimes stage{layers * layer.forward_ns, layers * layer.backward_ns};
+    PassTimes chunk0{layers / plan.vpp * layer.forward_ns, layers / plan.vpp * layer.backward_ns};
+    if (s == 0) {
+      stage.forward_ns += first.forward_ns;
+      stage.backward_ns += first.backward_ns;
+      chunk0.forward_ns += first.forward_ns;
+      chunk0.backward_ns += first.backward_ns;
+    }
+    if (s == plan.pp - 1) {
+      stage.forward_ns += last.forward_ns;
+      stage.backward_ns += last.backward_ns;
+    }
+    pipeline_ns = std::max(
+        pipeline_ns, fill_ns + micro_batches * (stage.forward_ns + stage.backward_ns) + drain_ns);
+    fill_ns += chunk0.forward_ns;
+    drain_ns += chunk0.backward_ns;
+    const bool gathers_after_step = plan.zero_stage == 1 || plan.zero_stage == 2;
+    after_backward_ns = std::max(after_backward_ns,
+                                 time(op.optimizer[static_cast<size_t>(s)]) +
+                                     (gathers_after_step ? layers * layer_gather_ns : 0));
+    dp_stream_ns = std::max(dp_stream_ns, layers * (syncs_per_layer * layer_sync_ns +
+                                                    gathers_per_layer * layer_gather_ns));
+  }
+  return std::max(pipeline_ns + after_backward_ns, dp_stream_ns);
+}
+
+}  // namespace strata
