@@ -5,7 +5,7 @@
 JOBS ?= 2
 STRATA := build/default/cli/strata
 DEMO_TRACE := build/demo-trace.json
-DEMO_ARGS := simulate --scenario scenarios/default.json --trace $(DEMO_TRACE)
+DEMO_ARGS := search --scenario scenarios/default.json --trace $(DEMO_TRACE)
 CXX_SOURCES = $(shell find . -path ./build -prune -o -path './.*' -prune -o -type f \
                 \( -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' \) -print)
 
@@ -39,8 +39,9 @@ demo: build
 	$(STRATA) $(DEMO_ARGS)
 	@echo ""
 	@echo "make demo ran: $(STRATA) $(DEMO_ARGS)"
-	@echo "(one simulated training step of the default scenario: Llama 3 70B on 64 H100s)"
-	@echo "The step's timeline is in $(DEMO_TRACE): open it at https://ui.perfetto.dev"
+	@echo "(every plan of the default scenario's model and cluster, Llama 3 70B on 64 H100s with"
+	@echo "512 sequences of 8192 tokens per step, ranked by simulated step time)"
+	@echo "The best plan's step is in $(DEMO_TRACE): open it at https://ui.perfetto.dev"
 	@echo "(Open trace file), or in chrome://tracing; one process per pipeline stage's rank,"
 	@echo "one thread per stream (compute, tp-comm, dp-comm, pp-send, pp-recv)."
 
@@ -58,6 +59,7 @@ bench: build
 	build/default/bench/strata_bench_simulate
 	build/default/bench/strata_bench_reference_compare
 	build/default/bench/strata_bench_nccl_compare
+	build/default/bench/strata_bench_search
 
 format:
 	clang-format -i $(CXX_SOURCES)

@@ -1,5 +1,6 @@
 // strata: plan, predict and run distributed training of large transformer models.
-// Only this file decides exit codes: 0 success, 2 a user's mistake (InputError or bad flags).
+// Only this file decides exit codes: 0 success, 2 a user's mistake (InputError or bad flags),
+// else what the command's run function returns (`strata check`: 1 when a prediction regressed).
 
 #include <cstdio>
 #include <functional>
@@ -7,7 +8,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/check_command.hpp"
 #include "cli/plan_command.hpp"
+#include "cli/search_command.hpp"
 #include "cli/simulate_command.hpp"
 #include "common/error.hpp"
 
@@ -18,6 +21,8 @@ int main(int argc, char** argv) {
   std::function<int()> run;
   strata::cli::add_plan_command(app, run);
   strata::cli::add_simulate_command(app, run);
+  strata::cli::add_check_command(app, run);
+  strata::cli::add_search_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& done) {

@@ -1,5 +1,9 @@
 #include "cli/plan_options.hpp"
 
+#include <algorithm>
+#include <filesystem>
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "common/error.hpp"
@@ -14,8 +18,10 @@ namespace {
 
 constexpr const char* kCommandLine = "command line";
 
-// A scenario file: {"model": name or path, "cluster": name or path, "gpus": N, "plan": {...}}.
-// Issue-specific keys ("expect", "description") are left to the commands that use them.
+// A scenario file (scenarios/README.md): {"description": text, "model": name or path,
+// "cluster": name or path, "gpus": N, "plan": {...}, "expect": {...}, "reference": {...}}.
+// "expect" and "reference" belong to `strata check`, which validates them; plan and simulate
+// ignore them. Any other key is refused (a misspelt key would otherwise be silently ignored).
 struct Scenario {
   std::string model;
   std::string cluster;
@@ -24,12 +30,29 @@ struct Scenario {
   bool dp_given = false;
 };
 
+constexpr std::string_view kScenarioKeys[] = {"description", "model",  "cluster",  "gpus",
+                                              "plan",        "expect", "reference"};
+
+// A relative model or cluster path in a scenario is looked up beside the scenario file first
+// (so that `strata check` finds scenarios/models/ from any working directory), then from the
+// working directory; zoo names stay names.
+std::string beside_scenario(const std::string& name, const std::vector<std::string>& zoo,
+                            const std::string& scenario_path) {
+  const std::filesystem::path path(name);
+  if (std::find(zoo.begin(), zoo.end(), name) != zoo.end() || path.is_absolute()) return name;
+  const std::filesystem::path beside =
+      (std::filesystem::path(scenario_path).parent_path() / path).lexically_normal();
+  std::error_code error;
+  return std::filesystem::is_regular_file(beside, error) ? beside.string() : name;
+}
+
 Scenario read_scenario(const std::string& path) {
   const nlohmann::json json = read_json_file(path);
   const JsonFields fields(json, path);
+  fields.refuse_unknown(kScenarioKeys);
   Scenario scenario;
-  scenario.model = fields.string("model");
-  scenario.cluster = fields.string("cluster");
+  scenario.model = beside_scenario(fields.string("model"), zoo_model_names(), path);
+  scenario.cluster = beside_scenario(fields.string("cluster"), zoo_cluster_names(), path);
   scenario.gpus = fields.optional_positive_int("gpus");
   if (fields.has("plan")) {
     const JsonFields plan = fields.object("plan");

@@ -14,8 +14,8 @@
 
 #include "cli/number_flags.hpp"
 #include "cli/plan_options.hpp"
-#include "cli/search_workers.hpp"
 #include "cli/search_report.hpp"
+#include "cli/search_workers.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "models/model_reader.hpp"
@@ -89,18 +89,18 @@ SearchSpace search_space(const SearchCommandOptions& o) {
                        "give distinct GPU counts >= 1, e.g. --gpus 512,1024,2048");
     }
     if (space.cluster.max_nodes > 0 && space.cluster.nodes_for(gpus) > space.cluster.max_nodes) {
-      throw InputError(kCommandLine, "--gpus",
-                       fmt::format("{} GPUs need {} nodes; {} has {}", gpus,
-                                   space.cluster.nodes_for(gpus), space.cluster.name,
-                                   space.cluster.max_nodes),
-                       "ask for fewer GPUs or use a larger cluster");
+      throw InputError(
+          kCommandLine, "--gpus",
+          fmt::format("{} GPUs need {} nodes; {} has {}", gpus, space.cluster.nodes_for(gpus),
+                      space.cluster.name, space.cluster.max_nodes),
+          "ask for fewer GPUs or use a larger cluster");
     }
   }
-  const auto batch = o.global_batch ? o.global_batch
-                                    : (scenario ? std::optional(scenario->plan.global_batch)
-                                                : std::nullopt);
-  const auto seq = o.seq_len ? o.seq_len
-                             : (scenario ? std::optional(scenario->plan.seq_len) : std::nullopt);
+  const auto batch = o.global_batch
+                         ? o.global_batch
+                         : (scenario ? std::optional(scenario->plan.global_batch) : std::nullopt);
+  const auto seq =
+      o.seq_len ? o.seq_len : (scenario ? std::optional(scenario->plan.seq_len) : std::nullopt);
   if (!batch) throw missing("--global-batch", "global batch");
   if (!seq) throw missing("--seq-len", "sequence length");
   if (*batch < 1 || *seq < 1) {
@@ -311,8 +311,7 @@ void add_search_command(CLI::App& app, std::function<int()>& run) {
                     "Simulate every plan that fits (no step-time lower bound)");
   command->add_option("--jobs", o->jobs, "Threads per process (default 0: every core)")
       ->type_name("N");
-  command->add_option("--csv", o->csv_path, "Write every simulated plan as CSV")
-      ->type_name("FILE");
+  command->add_option("--csv", o->csv_path, "Write every simulated plan as CSV")->type_name("FILE");
   command->add_option("--json", o->json_path, "Write every simulated plan as JSON")
       ->type_name("FILE");
   command

@@ -107,9 +107,9 @@ std::string why_line(const SearchReportInputs& in, const PlanOutcome& best,
     parts.push_back(fmt::format("{} {:+.3f} s", name, delta));
   }
   const double step_delta = b.step_time_s - a.step_time_s;
-  std::string text = fmt::format("why #1 beats #2: {:.3f} s ({:.1f}%) {} per step", step_delta,
-                                 100 * step_delta / b.step_time_s,
-                                 step_delta >= 0 ? "faster" : "slower");
+  std::string text =
+      fmt::format("why #1 beats #2: {:.3f} s ({:.1f}%) {} per step", step_delta,
+                  100 * step_delta / b.step_time_s, step_delta >= 0 ? "faster" : "slower");
   if (in.options.objective != Objective::kTime) {
     text += fmt::format(", {} against {} per million tokens", usd(a.cost_usd_per_million_tokens),
                         usd(b.cost_usd_per_million_tokens));
@@ -136,8 +136,8 @@ std::string table_row(const SearchReportInputs& in, size_t rank, const PlanOutco
   const PlanFigures& f = o.figures;
   constexpr double kJoulesPerKwh = 3.6e6;
   std::string row = fmt::format(
-      "{:>4} {:>6} {:>4} {:>3} {:>3} {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:>9.3f} {:>10.0f} "
-      "{:>5.1f}% {:>5.1f}% {:>9.3f} {:>8} {:>8} {:>8} {:>8} {:>8.1f}",
+      "{:>4} {:>6} {:>4} {:>3} {:>3} {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:>9.4g} {:>10.0f} "
+      "{:>5.1f}% {:>5.1f}% {:>9.3f} {:>8} {:>8} {:>8} {:>8} {:>8.3g}",
       rank, p.gpus(), p.dp, p.tp, p.pp, p.vpp, to_string(p.schedule), p.micro_batch, p.zero_stage,
       to_string(p.recompute), yes_no(p.sequence_parallel), f.step_time_s, f.tokens_per_s,
       100 * f.mfu, 100 * f.bubble_fraction, exposed_total(f.exposed_comm_s),
@@ -151,8 +151,7 @@ std::string table_row(const SearchReportInputs& in, size_t rank, const PlanOutco
   return row;
 }
 
-std::string counts_text(const SearchReportInputs& in, const SearchResult& r,
-                        size_t gpu_sizes) {
+std::string counts_text(const SearchReportInputs& in, const SearchResult& r, size_t gpu_sizes) {
   const SearchCounts& c = r.counts;
   std::string out;
   auto add = [&out](const std::string& line) { out += line + "\n"; };
@@ -168,7 +167,8 @@ std::string counts_text(const SearchReportInputs& in, const SearchResult& r,
   if (in.options.include_oom) {
     add("         plans that do not fit in memory are kept (--include-oom)");
   } else {
-    add(fmt::format("         {} do not fit in memory: {} by a lower bound (model states and "
+    add(
+        fmt::format("         {} do not fit in memory: {} by a lower bound (model states and "
                     "stored activations), {} by the memory plan, {} by the simulated timeline",
                     c.over_memory_bound + c.over_memory_plan + c.over_memory_simulated,
                     c.over_memory_bound, c.over_memory_plan, c.over_memory_simulated));
@@ -176,19 +176,21 @@ std::string counts_text(const SearchReportInputs& in, const SearchResult& r,
   if (in.options.exhaustive) {
     add("         none skipped (--exhaustive)");
   } else {
-    add(fmt::format("         {} skipped unsimulated: a lower bound on their {} is above the "
-                    "{} simulated{}",
-                    c.skipped_by_bound, objective_name(in.options.objective),
-                    in.options.top == 1 ? std::string("best")
-                                        : fmt::format("{}th best", in.options.top),
-                    gpu_sizes > 1 ? " and above their cluster size's fastest" : ""));
+    add(fmt::format(
+        "         {} skipped unsimulated: a lower bound on their {} is above the "
+        "{} simulated{}",
+        c.skipped_by_bound, objective_name(in.options.objective),
+        in.options.top == 1 ? std::string("best") : fmt::format("{}th best", in.options.top),
+        gpu_sizes > 1 ? " and above their cluster size's fastest" : ""));
   }
   if (c.stopped > 0) {
-    add(fmt::format("         {} stopped mid-simulation: their simulated clock passed the step "
+    add(
+        fmt::format("         {} stopped mid-simulation: their simulated clock passed the step "
                     "time they had to beat",
                     c.stopped));
   }
-  add(fmt::format("         {} simulated event by event to the end of the step (folded graphs), "
+  add(
+      fmt::format("         {} simulated event by event to the end of the step (folded graphs), "
                   "{} ranked",
                   c.simulated, r.ranked.size()));
   return out;
@@ -198,8 +200,8 @@ std::string counts_text(const SearchReportInputs& in, const SearchResult& r,
 
 std::string plan_cell(const ParallelPlan& p) {
   return fmt::format("dp {} x tp {} x pp {}{}, {}, mb {}, zero {}, recompute {}{}", p.dp, p.tp,
-                     p.pp, p.vpp > 1 ? fmt::format(" x vpp {}", p.vpp) : "",
-                     to_string(p.schedule), p.micro_batch, p.zero_stage, to_string(p.recompute),
+                     p.pp, p.vpp > 1 ? fmt::format(" x vpp {}", p.vpp) : "", to_string(p.schedule),
+                     p.micro_batch, p.zero_stage, to_string(p.recompute),
                      p.sequence_parallel ? ", sp" : "");
 }
 
@@ -225,7 +227,8 @@ std::string search_summary(const SearchReportInputs& in, const SearchResult& r) 
     return out;
   }
   const size_t shown = std::min(r.ranked.size(), static_cast<size_t>(in.options.top));
-  add(fmt::format("top {} by {} (exposed s: communication the compute stream waits on; GiB = 2^30 "
+  add(
+      fmt::format("top {} by {} (exposed s: communication the compute stream waits on; GiB = 2^30 "
                   "bytes; kWh/step an estimate at TDP)",
                   shown, objective_name(in.options.objective)));
   add(table_header(in));
@@ -262,14 +265,13 @@ std::string search_csv(const SearchReportInputs& in, const SearchResult& r) {
     const PlanOutcome& o = r.ranked[i];
     const ParallelPlan& p = o.plan;
     const PlanFigures& f = o.figures;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                       i + 1, p.gpus(), p.dp, p.tp, p.pp, p.vpp, to_string(p.schedule),
-                       p.micro_batch, p.zero_stage, to_string(p.recompute),
-                       p.sequence_parallel, f.step_time_s, f.tokens_per_s, f.mfu, f.hfu,
-                       f.bubble_fraction, f.exposed_comm_s.tp, f.exposed_comm_s.pp,
-                       f.exposed_comm_s.dp, f.peak_memory_bytes, f.device_memory_bytes,
-                       f.fits_in_memory, f.cost_usd_per_step, f.cost_usd_per_million_tokens,
-                       f.energy_joules_per_step, o.bound_step_time_s);
+    out += fmt::format(
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", i + 1,
+        p.gpus(), p.dp, p.tp, p.pp, p.vpp, to_string(p.schedule), p.micro_batch, p.zero_stage,
+        to_string(p.recompute), p.sequence_parallel, f.step_time_s, f.tokens_per_s, f.mfu, f.hfu,
+        f.bubble_fraction, f.exposed_comm_s.tp, f.exposed_comm_s.pp, f.exposed_comm_s.dp,
+        f.peak_memory_bytes, f.device_memory_bytes, f.fits_in_memory, f.cost_usd_per_step,
+        f.cost_usd_per_million_tokens, f.energy_joules_per_step, o.bound_step_time_s);
     if (in.train_tokens) {
       const TrainingCost cost = training_cost(in, o);
       out += fmt::format(",{},{},{},{}", cost.steps, cost.seconds, cost.gpu_hours, cost.usd);

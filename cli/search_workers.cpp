@@ -16,17 +16,17 @@
 
 // Every MPI call goes through this check: a failure names the call, file and line, then aborts
 // every rank (an MPI failure mid-search is not a user's mistake to recover from).
-#define STRATA_MPI_CHECK(call)                                                              \
-  do {                                                                                      \
-    const int mpi_status = (call);                                                          \
-    if (mpi_status != MPI_SUCCESS) {                                                        \
-      char mpi_text[MPI_MAX_ERROR_STRING];                                                  \
-      int mpi_length = 0;                                                                   \
-      MPI_Error_string(mpi_status, mpi_text, &mpi_length);                                  \
-      std::fprintf(stderr, "strata: %s failed at %s:%d: %s\n", #call, __FILE__, __LINE__,  \
-                   mpi_text);                                                               \
-      MPI_Abort(MPI_COMM_WORLD, 3);                                                         \
-    }                                                                                       \
+#define STRATA_MPI_CHECK(call)                                                            \
+  do {                                                                                    \
+    const int mpi_status = (call);                                                        \
+    if (mpi_status != MPI_SUCCESS) {                                                      \
+      char mpi_text[MPI_MAX_ERROR_STRING];                                                \
+      int mpi_length = 0;                                                                 \
+      MPI_Error_string(mpi_status, mpi_text, &mpi_length);                                \
+      std::fprintf(stderr, "strata: %s failed at %s:%d: %s\n", #call, __FILE__, __LINE__, \
+                   mpi_text);                                                             \
+      MPI_Abort(MPI_COMM_WORLD, 3);                                                       \
+    }                                                                                     \
   } while (false)
 #endif
 
@@ -65,13 +65,13 @@ class SearchWorkers::MpiEvaluator : public PlanEvaluator {
     std::vector<int> offsets(size, 0);
     for (size_t r = 1; r < size; ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
     std::string received(static_cast<size_t>(offsets.back() + lengths.back()), '\0');
-    STRATA_MPI_CHECK(MPI_Allgatherv(text.data(), length, MPI_CHAR, received.data(),
-                                    lengths.data(), offsets.data(), MPI_CHAR, MPI_COMM_WORLD));
+    STRATA_MPI_CHECK(MPI_Allgatherv(text.data(), length, MPI_CHAR, received.data(), lengths.data(),
+                                    offsets.data(), MPI_CHAR, MPI_COMM_WORLD));
 
     std::vector<PlanOutcome> outcomes(batch.size());
     for (size_t r = 0; r < size; ++r) {
-      const nlohmann::json part = nlohmann::json::parse(received.substr(
-          static_cast<size_t>(offsets[r]), static_cast<size_t>(lengths[r])));
+      const nlohmann::json part = nlohmann::json::parse(
+          received.substr(static_cast<size_t>(offsets[r]), static_cast<size_t>(lengths[r])));
       for (size_t j = 0; j < part.size(); ++j) outcomes[r + j * size] = outcome_from_json(part[j]);
     }
     return outcomes;

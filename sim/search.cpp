@@ -42,10 +42,10 @@ bool dominates(const PlanOutcome& q, const PlanOutcome& p, bool compare_gpus) {
   const PlanFigures& b = p.figures;
   const int64_t qg = compare_gpus ? q.plan.gpus() : 0;
   const int64_t pg = compare_gpus ? p.plan.gpus() : 0;
-  const bool no_worse = a.step_time_s <= b.step_time_s &&
-                        a.cost_usd_per_step <= b.cost_usd_per_step && qg <= pg;
-  const bool better = a.step_time_s < b.step_time_s || a.cost_usd_per_step < b.cost_usd_per_step ||
-                      qg < pg;
+  const bool no_worse =
+      a.step_time_s <= b.step_time_s && a.cost_usd_per_step <= b.cost_usd_per_step && qg <= pg;
+  const bool better =
+      a.step_time_s < b.step_time_s || a.cost_usd_per_step < b.cost_usd_per_step || qg < pg;
   return no_worse && better;
 }
 
@@ -185,8 +185,8 @@ SearchResult run_search(const SearchSpace& space, const SearchOptions& options,
            std::tie(b.objective_bound, b.outcome.index);
   });
 
-  std::vector<double> best;                // objectives of the ranked plans, ascending
-  std::map<int64_t, double> fastest_of;    // GPUs -> best step time ranked
+  std::vector<double> best;              // objectives of the ranked plans, ascending
+  std::map<int64_t, double> fastest_of;  // GPUs -> best step time ranked
   // The step time a plan must beat to matter: the K-th best objective (as this plan's step
   // time) or its cluster size's fastest step, whichever is longer.
   const auto horizon_s = [&](const ParallelPlan& plan) {

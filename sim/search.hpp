@@ -110,11 +110,11 @@ class ThreadEvaluator : public PlanEvaluator {
 struct SearchCounts {
   int64_t enumerated = 0;
   int64_t refused = 0;
-  int64_t over_memory_bound = 0;  // dropped by peak_memory_lower_bound_bytes
-  int64_t over_memory_plan = 0;   // compiled, then dropped by the memory plan
-  int64_t skipped_by_bound = 0;   // their lower bound cannot reach the top K
-  int64_t stopped = 0;            // simulated until their clock passed the top K's horizon
-  int64_t simulated = 0;          // to the end of the step
+  int64_t over_memory_bound = 0;      // dropped by peak_memory_lower_bound_bytes
+  int64_t over_memory_plan = 0;       // compiled, then dropped by the memory plan
+  int64_t skipped_by_bound = 0;       // their lower bound cannot reach the top K
+  int64_t stopped = 0;                // simulated until their clock passed the top K's horizon
+  int64_t simulated = 0;              // to the end of the step
   int64_t over_memory_simulated = 0;  // simulated, but the simulated timeline peaks over memory
 };
 

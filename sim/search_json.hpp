@@ -2,7 +2,8 @@
 // A searched plan's outcome as JSON: what `strata search --json` writes per plan, and what MPI
 // ranks exchange (doubles round-trip exactly through nlohmann's shortest representation, so a
 // gathered ranking is byte-identical to a local one). Keys:
-//   {"index", "plan": {plan_json.hpp}, "bound_step_time_s", "fate": "simulated|over_memory|stopped",
+//   {"index", "plan": {plan_json.hpp}, "bound_step_time_s", "fate":
+//   "simulated|over_memory|stopped",
 //    "memory_plan_peak_bytes", "figures": {step_time_s, tokens_per_s, mfu, hfu, bubble_fraction,
 //    exposed_comm_s {tp, pp, dp}, peak_memory_bytes, device_memory_bytes, fits_in_memory,
 //    cost_usd_per_step, cost_usd_per_million_tokens, energy_joules_per_step, compute_s,

@@ -63,9 +63,9 @@ Enumeration enumerate_plans(const SearchSpace& space) {
         if (gpus % (tp * pp) != 0) continue;
         const int64_t dp = gpus / (tp * pp);
         // A global batch that dp does not divide is tried (and refused) once.
-        const std::vector<int64_t> micro_batches =
-            space.global_batch % dp == 0 ? divisors(space.global_batch / dp)
-                                         : std::vector<int64_t>{1};
+        const std::vector<int64_t> micro_batches = space.global_batch % dp == 0
+                                                       ? divisors(space.global_batch / dp)
+                                                       : std::vector<int64_t>{1};
         for (const ScheduleChoice& choice : schedules(pp, model.layers)) {
           for (const int64_t micro_batch : micro_batches) {
             for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {

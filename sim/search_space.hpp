@@ -34,8 +34,8 @@ struct RefusalCount {
 };
 
 struct Enumeration {
-  std::vector<ParallelPlan> plans;  // valid ones, in the order enumerated
-  int64_t enumerated = 0;           // valid and refused
+  std::vector<ParallelPlan> plans;     // valid ones, in the order enumerated
+  int64_t enumerated = 0;              // valid and refused
   std::vector<RefusalCount> refusals;  // most common first (ties by field)
 };
 

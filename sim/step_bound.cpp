@@ -67,8 +67,7 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
                      forward(op.mlp_act) + forward(op.mlp_down) + 2 * reduce_ns + 2 * gather_ns;
   layer.backward_ns = 2 * backward(op.norm) + backward(op.qkv) + backward(op.attention) +
                       backward(op.attn_out) + 2 * backward(op.residual) + backward(op.mlp_up) +
-                      backward(op.mlp_act) + backward(op.mlp_down) + 2 * reduce_ns +
-                      4 * gather_ns;
+                      backward(op.mlp_act) + backward(op.mlp_down) + 2 * reduce_ns + 4 * gather_ns;
   if (plan.recompute == RecomputeKind::kFull) layer.backward_ns += layer.forward_ns;
   if (plan.recompute == RecomputeKind::kSelective) layer.backward_ns += forward(op.attention);
 
@@ -88,7 +87,8 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
         plan.zero_stage == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter,
         dp_group, plan.gpus(), layer_bytes);
     if (plan.zero_stage > 0)
-      layer_gather_ns = collective_ns(CollectiveKind::kAllGather, dp_group, plan.gpus(), layer_bytes);
+      layer_gather_ns =
+          collective_ns(CollectiveKind::kAllGather, dp_group, plan.gpus(), layer_bytes);
   }
   const int64_t syncs_per_layer = plan.zero_stage >= 2 ? plan.micro_batches() : 1;
   const int64_t gathers_per_layer = plan.zero_stage == 3   ? 2 * plan.micro_batches()
@@ -119,9 +119,9 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
     fill_ns += chunk0.forward_ns;
     drain_ns += chunk0.backward_ns;
     const bool gathers_after_step = plan.zero_stage == 1 || plan.zero_stage == 2;
-    after_backward_ns = std::max(after_backward_ns,
-                                 time(op.optimizer[static_cast<size_t>(s)]) +
-                                     (gathers_after_step ? layers * layer_gather_ns : 0));
+    after_backward_ns =
+        std::max(after_backward_ns, time(op.optimizer[static_cast<size_t>(s)]) +
+                                        (gathers_after_step ? layers * layer_gather_ns : 0));
     dp_stream_ns = std::max(dp_stream_ns, layers * (syncs_per_layer * layer_sync_ns +
                                                     gathers_per_layer * layer_gather_ns));
   }
