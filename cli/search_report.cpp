@@ -110,9 +110,12 @@ std::string why_line(const SearchReportInputs& in, const PlanOutcome& best,
   std::string text =
       fmt::format("why #1 beats #2: {:.3f} s ({:.1f}%) {} per step", step_delta,
                   100 * step_delta / b.step_time_s, step_delta >= 0 ? "faster" : "slower");
-  if (in.options.objective != Objective::kTime) {
+  if (in.options.objective == Objective::kCost) {
     text += fmt::format(", {} against {} per million tokens", usd(a.cost_usd_per_million_tokens),
                         usd(b.cost_usd_per_million_tokens));
+  } else if (in.options.objective == Objective::kTokensPerDollar) {
+    text += fmt::format(", {:.0f} against {:.0f} tokens per dollar",
+                        1e6 / a.cost_usd_per_million_tokens, 1e6 / b.cost_usd_per_million_tokens);
   }
   if (!parts.empty()) text += fmt::format("; {}", fmt::join(parts, ", "));
   text += fmt::format(" (busiest stage, #1 minus #2)\n         the plans differ in {} (#1 / #2)",

@@ -200,6 +200,7 @@ SearchResult run_search(const SearchSpace& space, const SearchOptions& options,
   };
   size_t next = 0;
   int64_t evaluated = 0;
+  if (on_batch) on_batch(0, static_cast<int64_t>(candidates.size()));
   while (next < candidates.size()) {
     std::vector<PlanOutcome> batch;
     for (; next < candidates.size() && batch.size() < kBatchPlans; ++next) {
