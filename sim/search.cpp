@@ -10,6 +10,7 @@
 #include <thread>
 #include <tuple>
 
+#include "common/error.hpp"
 #include "plan/compile.hpp"
 #include "plan/memory_plan.hpp"
 #include "sim/step_bound.hpp"
@@ -153,6 +154,7 @@ std::vector<PlanOutcome> ThreadEvaluator::evaluate(std::span<const PlanOutcome> 
 SearchResult run_search(const SearchSpace& space, const SearchOptions& options,
                         PlanEvaluator& evaluator,
                         const std::function<void(int64_t, int64_t)>& on_batch) {
+  STRATA_ASSERT(options.top >= 1, "a search ranks at least one plan");
   SearchResult result;
   const Enumeration enumeration = enumerate_plans(space);
   result.counts.enumerated = enumeration.enumerated;
