@@ -42,8 +42,8 @@ std::string model_line(const ModelSpec& m) {
   return fmt::format(
       "model    {}: {:.2f} B parameters; {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}, "
       "{}, {}, {} positions{}",
-      m.name, static_cast<double>(count_parameters(m).total) / 1e9, m.layers, m.hidden, m.heads, m.kv_heads,
-      m.ffn_hidden, m.vocab, to_string(m.norm), to_string(m.mlp), to_string(m.position),
+      m.name, static_cast<double>(count_parameters(m).total) / 1e9, m.layers, m.hidden, m.heads,
+      m.kv_heads, m.ffn_hidden, m.vocab, to_string(m.norm), to_string(m.mlp), to_string(m.position),
       m.tied_embeddings ? ", tied embeddings" : "");
 }
 

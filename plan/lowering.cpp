@@ -34,7 +34,8 @@ OpTable build_op_table(const ModelSpec& model, const ParallelPlan& plan, TaskGra
   ops.final_norm = intern(graph, shapes.final_norm);
   ops.lm_head = intern(graph, shapes.lm_head);
   ops.loss = intern(graph, shapes.loss);
-  for (const OpShape& optimizer : shapes.optimizer) ops.optimizer.push_back(graph.add_op(optimizer));
+  for (const OpShape& optimizer : shapes.optimizer)
+    ops.optimizer.push_back(graph.add_op(optimizer));
   return ops;
 }
 

@@ -11,14 +11,6 @@ check=$1 strata=$2 src=$3
 # shellcheck source=tests/cli/output_helpers.sh
 source "$(dirname "${BASH_SOURCE[0]}")/output_helpers.sh"
 
-# Runs a python3 program given as text with the remaining arguments; its failure (an assertion
-# with a message) fails the check.
-check_py() {
-  local program=$1
-  shift
-  python3 -c "$program" "$@" || fail "the python check above failed"
-}
-
 # Runs strata with the given arguments, requiring exit code $1; stdout goes to stdout.txt.
 run_strata_expecting() {
   local expected=$1 rc=0

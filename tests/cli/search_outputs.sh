@@ -14,14 +14,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/output_helpers.sh"
 
 readonly kSkip=77
 
-# Runs a python3 program given as text with the remaining arguments; its failure (an assertion
-# with a message) fails the check.
-check_py() {
-  local program=$1
-  shift
-  python3 -c "$program" "$@" || fail "the python check above failed"
-}
-
 # Llama 3 8B on 8 H100s at seq 4096: some plans do not fit (by the bound and by the memory plan),
 # and the top 3 mix tp, sp, pp and interleaving.
 llama=(--model llama3-8b --cluster dgx-h100 --gpus 8 --global-batch 16 --seq-len 4096)

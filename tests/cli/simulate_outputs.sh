@@ -10,14 +10,6 @@ check=$1 strata=$2 src=$3
 # shellcheck source=tests/cli/output_helpers.sh
 source "$(dirname "${BASH_SOURCE[0]}")/output_helpers.sh"
 
-# Runs a python3 program given as text with the remaining arguments; its failure (an assertion
-# with a message) fails the check.
-check_py() {
-  local program=$1
-  shift
-  python3 -c "$program" "$@" || fail "the python check above failed"
-}
-
 # A full graph of tiny-gpt with every kind of task: TP, PP and DP on 8 A100s.
 tiny_full=(--model tiny-gpt --cluster dgx-a100 --seq-len 256 --gpus 8 --tp 2 --pp 2
            --global-batch 8 --graph full)
