@@ -1,13 +1,10 @@
 #include "cli/check_simulation.hpp"
 
-#include <algorithm>
-#include <atomic>
-#include <exception>
 #include <string>
-#include <thread>
 
 #include "cli/simulate_report.hpp"
 #include "common/error.hpp"
+#include "common/parallel_for.hpp"
 #include "models/model_reader.hpp"
 #include "plan/compile.hpp"
 #include "sim/simulate.hpp"
@@ -29,26 +26,8 @@ nlohmann::json simulated_report(const PlanInputs& inputs) {
 std::vector<nlohmann::json> simulated_reports(const std::vector<PlanInputs>& inputs, int64_t jobs) {
   STRATA_ASSERT(jobs >= 1, "simulated_reports needs at least one thread");
   std::vector<nlohmann::json> reports(inputs.size());
-  std::vector<std::exception_ptr> errors(inputs.size());
-  // Each thread takes the next scenario not yet taken; each writes only its own slots.
-  std::atomic<size_t> next{0};
-  const auto work = [&] {
-    for (size_t i = next++; i < inputs.size(); i = next++) {
-      try {
-        reports[i] = simulated_report(inputs[i]);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    }
-  };
-  const size_t threads = std::min(static_cast<size_t>(jobs), inputs.size());
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& thread : pool) thread.join();
-  for (const std::exception_ptr& error : errors) {
-    if (error) std::rethrow_exception(error);
-  }
+  parallel_for(inputs.size(), static_cast<size_t>(jobs),
+               [&](size_t i) { reports[i] = simulated_report(inputs[i]); });
   return reports;
 }
 

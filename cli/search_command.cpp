@@ -18,6 +18,7 @@
 #include "cli/search_workers.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/parallel_for.hpp"
 #include "models/model_reader.hpp"
 #include "plan/plan_json.hpp"
 #include "sim/trace.hpp"
@@ -205,27 +206,19 @@ std::string checked_best_trace(const SearchSpace& space, const SearchOptions& op
                                const SearchResult& result, bool want_trace) {
   const size_t shown = std::min(result.ranked.size(), static_cast<size_t>(options.top));
   std::string trace;
-  std::vector<std::jthread> threads;
-  std::atomic<size_t> next{0};
-  const auto work = [&] {
-    for (size_t i = next++; i < shown; i = next++) {
-      const PlanOutcome& outcome = result.ranked[i];
-      const CompiledPlan compiled =
-          compile_plan(space.model, space.cluster, outcome.plan, GraphMode::kFolded);
-      STRATA_ASSERT(compiled.validation.ok(),
-                    "a plan the search ranked breaks the task graph's invariants: " +
-                        plan_cell(outcome.plan));
-      if (i != 0 || !want_trace) continue;
-      const SimResult again = simulate(compiled, options.sim);
-      STRATA_ASSERT(again.step_time_s == outcome.figures.step_time_s,
-                    "simulating the best plan again gave another step time");
-      trace = trace_json(compiled, again);
-    }
-  };
-  const auto cores = std::max<size_t>(1, std::thread::hardware_concurrency());
-  for (size_t t = 1; t < std::min(cores, shown); ++t) threads.emplace_back(work);
-  work();
-  threads.clear();
+  parallel_for(shown, std::thread::hardware_concurrency(), [&](size_t i) {
+    const PlanOutcome& outcome = result.ranked[i];
+    const CompiledPlan compiled =
+        compile_plan(space.model, space.cluster, outcome.plan, GraphMode::kFolded);
+    STRATA_ASSERT(
+        compiled.validation.ok(),
+        "a plan the search ranked breaks the task graph's invariants: " + plan_cell(outcome.plan));
+    if (i != 0 || !want_trace) return;
+    const SimResult again = simulate(compiled, options.sim);
+    STRATA_ASSERT(again.step_time_s == outcome.figures.step_time_s,
+                  "simulating the best plan again gave another step time");
+    trace = trace_json(compiled, again);
+  });
   return trace;
 }
 

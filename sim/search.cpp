@@ -1,7 +1,6 @@
 #include "sim/search.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -11,6 +10,7 @@
 #include <tuple>
 
 #include "common/error.hpp"
+#include "common/parallel_for.hpp"
 #include "plan/compile.hpp"
 #include "plan/memory_plan.hpp"
 #include "sim/step_bound.hpp"
@@ -135,19 +135,13 @@ std::vector<PlanOutcome> ThreadEvaluator::evaluate(std::span<const PlanOutcome> 
   std::vector<PlanOutcome> outcomes(batch.size());
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   const auto threads = static_cast<size_t>(options_.threads > 0 ? options_.threads : cores);
-  std::atomic<size_t> next{0};
   std::mutex done_mutex;
-  const auto work = [&] {
-    for (size_t i = next++; i < batch.size(); i = next++) {
-      outcomes[i] = evaluate_plan(space_, options_, batch[i]);
-      if (!on_done_) continue;
-      const std::lock_guard lock(done_mutex);
-      on_done_();
-    }
-  };
-  std::vector<std::jthread> pool;
-  for (size_t t = 1; t < std::min(threads, batch.size()); ++t) pool.emplace_back(work);
-  work();
+  parallel_for(batch.size(), threads, [&](size_t i) {
+    outcomes[i] = evaluate_plan(space_, options_, batch[i]);
+    if (!on_done_) return;
+    const std::lock_guard lock(done_mutex);
+    on_done_();
+  });
   return outcomes;
 }
 
