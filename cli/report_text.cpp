@@ -21,7 +21,6 @@ std::string duration_text(double seconds) {
 }
 
 std::string energy_text(double joules) {
-  constexpr double kJoulesPerKwh = 3.6e6;
   const double kwh = joules / kJoulesPerKwh;
   if (kwh >= 1000) return fmt::format("{:.2f} MWh", kwh / 1000);
   return fmt::format("{:.2f} kWh", kwh);

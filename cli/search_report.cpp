@@ -48,7 +48,7 @@ TrainingCost training_cost(const SearchReportInputs& in, const PlanOutcome& outc
       std::ceil(*in.train_tokens / static_cast<double>(plan.tokens_per_step())));
   const auto steps = static_cast<double>(cost.steps);
   cost.seconds = steps * f.step_time_s;
-  cost.gpu_hours = cost.seconds / 3600.0 * static_cast<double>(plan.gpus());
+  cost.gpu_hours = cost.seconds / kSecondsPerHour * static_cast<double>(plan.gpus());
   cost.usd = steps * f.cost_usd_per_step;
   cost.energy_joules = steps * f.energy_joules_per_step;
   return cost;
@@ -137,7 +137,6 @@ std::string table_header(const SearchReportInputs& in) {
 std::string table_row(const SearchReportInputs& in, size_t rank, const PlanOutcome& o) {
   const ParallelPlan& p = o.plan;
   const PlanFigures& f = o.figures;
-  constexpr double kJoulesPerKwh = 3.6e6;
   std::string row = fmt::format(
       "{:>4} {:>6} {:>4} {:>3} {:>3} {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:>9.4g} {:>10.0f} "
       "{:>5.1f}% {:>5.1f}% {:>9.3f} {:>8} {:>8} {:>8} {:>8} {:>8.3g}",

@@ -11,6 +11,7 @@
 
 #include "common/error.hpp"
 #include "common/parallel_for.hpp"
+#include "common/units.hpp"
 #include "plan/compile.hpp"
 #include "plan/memory_plan.hpp"
 #include "sim/step_bound.hpp"
@@ -28,7 +29,7 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 // Dollars per million tokens for a step of `step_s` on `gpus` GPUs (SimResult's formula).
 double cost_per_million_tokens(double step_s, int64_t gpus, double price, double tokens) {
-  return step_s / 3600.0 * static_cast<double>(gpus) * price / tokens * 1e6;
+  return step_s / kSecondsPerHour * static_cast<double>(gpus) * price / tokens * 1e6;
 }
 
 struct Candidate {

@@ -219,7 +219,7 @@ SimResult summarize_step(const CompiledPlan& compiled, StepTimeline timeline,
     result.comm_s.dp = std::max(result.comm_s.dp, stage.comm_s.dp);
     result.peak_memory_bytes = std::max(result.peak_memory_bytes, stage.peak_memory_bytes);
   }
-  result.cost_usd_per_step = step_s / 3600.0 * gpus * price_usd_per_gpu_hour;
+  result.cost_usd_per_step = step_s / kSecondsPerHour * gpus * price_usd_per_gpu_hour;
   result.cost_usd_per_million_tokens = result.cost_usd_per_step / tokens * 1e6;
   double watts = 0;  // all GPUs' TDP; a folded graph's ranks stand for plan.gpus() alike
   bool tdp_known = true;
