@@ -12,6 +12,7 @@
 #include "cli/plan_command.hpp"
 #include "cli/search_command.hpp"
 #include "cli/simulate_command.hpp"
+#include "cli/train_command.hpp"
 #include "common/error.hpp"
 
 int main(int argc, char** argv) {
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   strata::cli::add_simulate_command(app, run);
   strata::cli::add_check_command(app, run);
   strata::cli::add_search_command(app, run);
+  strata::cli::add_train_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& done) {

@@ -93,10 +93,10 @@ class PassLowering {
   int64_t virtual_stage(int64_t chunk) const { return chunk * ctx_.plan.pp + state_.stage; }
   // Without sequence parallelism each TP rank received a 1/t slice of the boundary tensor
   // (pipeline_message_bytes); the slices are all-gathered over the TP group.
-  TaskId gather_pipeline_slices(TaskId received) {
+  TaskId gather_pipeline_slices(TaskRole role, TaskId received) {
     if (ctx_.plan.sequence_parallel) return received;
-    return tp_collective(ctx_, state_, TaskRole::kPipeActivation, CollectiveKind::kAllGather,
-                         ctx_.tp_message_bytes, received);
+    return tp_collective(ctx_, state_, role, CollectiveKind::kAllGather, ctx_.tp_message_bytes,
+                         received);
   }
 
   const LoweringContext& ctx_;
@@ -124,7 +124,7 @@ void PassLowering::forward(const PipelineWork& work) {
     input = p.recv(TaskRole::kPipeActivation, stage_rank((stage + plan.pp - 1) % plan.pp),
                    message_tag(plan, WorkKind::kForward, work.micro_batch, vs), ctx_.pipe_bytes,
                    {buffer});
-    input = gather_pipeline_slices(input);
+    input = gather_pipeline_slices(TaskRole::kPipeActivation, input);
   } else {
     const TaskId params = gather_params(ctx_, state_, ctx_.embedding_param_bytes);
     input = p.compute(TaskRole::kEmbedding, op.embedding.forward, {params});
@@ -151,7 +151,7 @@ void PassLowering::forward(const PipelineWork& work) {
   if (receives) p.release(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
 
   if (ctx_.last_virtual_stage(stage, work.chunk)) {
-    const TaskId params = gather_params(ctx_, state_, ctx_.head_param_bytes);
+    const TaskId params = gather_params(ctx_, state_, ctx_.head_gather_bytes);
     p.alloc(Stream::kCompute, BufferClass::kHeadActivations, ctx_.head_bytes);
     const TaskId norm = p.compute(TaskRole::kFinalNorm, op.final_norm.forward, {params});
     const TaskId head_in = plan.sequence_parallel ? tp_collective(ctx_, state_, TaskRole::kLmHead,
@@ -160,7 +160,7 @@ void PassLowering::forward(const PipelineWork& work) {
                                                   : norm;
     p.compute(TaskRole::kLmHead, op.lm_head.forward, {head_in});
     TaskId loss = p.compute(TaskRole::kLoss, op.loss.forward);
-    release_params(ctx_, state_, ctx_.head_param_bytes, loss);
+    release_params(ctx_, state_, ctx_.head_gather_bytes, loss);
     // Vocabulary-parallel cross-entropy: all-reduce the max logit, the target logit and the sum
     // of exponentials over the vocabulary shards (fp32, one value per token each).
     const int64_t per_token = 4 * plan.seq_len * plan.micro_batch;
@@ -195,19 +195,20 @@ void PassLowering::backward(const PipelineWork& work) {
     grad = p.recv(TaskRole::kPipeGradient, stage_rank((stage + 1) % plan.pp),
                   message_tag(plan, WorkKind::kBackward, work.micro_batch, vs), ctx_.pipe_bytes,
                   {buffer});
-    grad = gather_pipeline_slices(grad);
+    grad = gather_pipeline_slices(TaskRole::kPipeGradient, grad);
   } else {
-    const TaskId params = gather_params(ctx_, state_, ctx_.head_param_bytes);
+    const TaskId params = gather_params(ctx_, state_, ctx_.head_gather_bytes);
     p.compute(TaskRole::kLoss, op.loss.backward);
     const TaskId head = p.compute(TaskRole::kLmHead, op.lm_head.backward, {params});
     embedding_grads_ = head;
-    sync_gradients(ctx_, state_, ctx_.head_param_bytes, last_pass, head);
     const TaskId reduced = tp_collective(
         ctx_, state_, TaskRole::kLmHead,
         plan.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
         ctx_.tp_message_bytes, head);
     grad = p.compute(TaskRole::kFinalNorm, op.final_norm.backward, {reduced});
-    release_params(ctx_, state_, ctx_.head_param_bytes, grad);
+    release_params(ctx_, state_, ctx_.head_gather_bytes, grad);
+    // The head's block (final norm and LM head) is complete once the final norm's backward ran.
+    sync_gradients(ctx_, state_, ctx_.head_param_bytes, last_pass, grad);
     p.release(Stream::kCompute, BufferClass::kHeadActivations, ctx_.head_bytes);
   }
   const int64_t first = ctx_.first_layer(stage, work.chunk);
@@ -271,15 +272,14 @@ LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& pla
   layer_param_bytes = sizes.layer * e;
   embedding_param_bytes = sizes.embedding * e;
   head_param_bytes = sizes.head * e;
+  // A tied LM head on the embedding's own stage uses the embedding's table: ZeRO 3 gathers it
+  // with the final norm.
+  const bool shares_table = model.tied_embeddings && plan.pp == 1;
+  head_gather_bytes = head_param_bytes + (shares_table ? sizes.vocab_shard * model.hidden * e : 0);
 }
 
 int64_t LoweringContext::first_layer(int64_t stage, int64_t chunk) const {
-  if (plan.vpp == 1) {
-    int64_t first = 0;
-    for (int64_t s = 0; s < stage; ++s) first += stage_layers[static_cast<size_t>(s)];
-    return first;
-  }
-  return (chunk * plan.pp + stage) * chunk_layers(stage);
+  return strata::chunk_layers(plan, model, stage, chunk).first;
 }
 
 TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,

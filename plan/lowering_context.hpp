@@ -45,6 +45,7 @@ struct LoweringContext {
   int64_t layer_param_bytes = 0;      // a layer on one TP rank, working precision (= its gradients)
   int64_t embedding_param_bytes = 0;  // the first stage's embedding on one TP rank
   int64_t head_param_bytes = 0;       // the last stage's final norm and LM head on one TP rank
+  int64_t head_gather_bytes = 0;      // what ZeRO 3 gathers for the head (+ a shared table)
 
   // First global layer and layer count of model chunk `chunk` on `stage`.
   int64_t first_layer(int64_t stage, int64_t chunk) const;

@@ -35,6 +35,16 @@ std::vector<int64_t> layers_per_stage(const ParallelPlan& plan, const ModelSpec&
   return layers;
 }
 
+ChunkLayers chunk_layers(const ParallelPlan& plan, const ModelSpec& model, int64_t stage,
+                         int64_t chunk) {
+  const std::vector<int64_t> stages = layers_per_stage(plan, model);
+  const int64_t count = stages[static_cast<size_t>(stage)] / plan.vpp;
+  if (plan.vpp > 1) return {(chunk * plan.pp + stage) * count, count};
+  int64_t first = 0;
+  for (int64_t s = 0; s < stage; ++s) first += stages[static_cast<size_t>(s)];
+  return {first, count};
+}
+
 void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
                    std::optional<int64_t> gpus_asked, const std::string& where) {
   const auto fail = [&](const char* field, const std::string& problem, const std::string& fix) {

@@ -50,6 +50,16 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
 // Transformer layers held by each pipeline stage, in stage order; sums to model.layers.
 std::vector<int64_t> layers_per_stage(const ParallelPlan& plan, const ModelSpec& model);
 
+// The global transformer layers of model chunk `chunk` (0..vpp-1) on pipeline stage `stage`:
+// `count` layers from `first`. Without interleaving a stage's layers follow the earlier stages';
+// interleaved, virtual stage chunk * pp + stage holds the layers from (chunk * pp + stage) * count.
+struct ChunkLayers {
+  int64_t first = 0;
+  int64_t count = 0;
+};
+ChunkLayers chunk_layers(const ParallelPlan& plan, const ModelSpec& model, int64_t stage,
+                         int64_t chunk);
+
 const char* to_string(ScheduleKind kind);
 const char* to_string(RecomputeKind kind);
 

@@ -36,7 +36,8 @@ TaskId RankProgram::compute(TaskRole role, int32_t op, std::initializer_list<Tas
 TaskId RankProgram::compute(TaskRole role, int32_t op, std::span<const TaskId> deps) {
   Task task = labeled(TaskKind::kCompute, Stream::kCompute, role);
   task.op = op;
-  return append(task, deps);
+  last_compute_ = append(task, deps);
+  return last_compute_;
 }
 
 TaskId RankProgram::collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group,

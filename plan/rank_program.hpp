@@ -28,6 +28,8 @@ class RankProgram {
   void set_layer(int32_t layer) { layer_ = layer; }
   void set_phase(Phase phase) { phase_ = phase; }
   Phase phase() const { return phase_; }
+  // The compute task appended last (kNoTask before the first).
+  TaskId last_compute() const { return last_compute_; }
 
   // `deps` may hold kNoTask entries, which are ignored.
   TaskId compute(TaskRole role, int32_t op, std::initializer_list<TaskId> deps = {});
@@ -68,6 +70,7 @@ class RankProgram {
   int32_t micro_batch_ = -1;
   int16_t chunk_ = 0;
   std::vector<TaskId> scratch_;
+  TaskId last_compute_ = kNoTask;
 };
 
 }  // namespace strata

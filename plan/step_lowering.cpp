@@ -52,6 +52,22 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
         TaskRole::kEmbeddingGradSync, Stream::kDpComm, CollectiveKind::kAllReduce,
         state.groups.embedding, ctx.sizes.vocab_shard * ctx.model.hidden * e, {embedding_grads}));
   }
+  // Sequence parallelism leaves each TP rank with the norm and bias gradients of its own
+  // sequence shard: they are summed over the TP group before the step (Megatron-LM's
+  // _allreduce_layernorm_grads): two norms (weight and bias) and the two row-parallel biases per
+  // layer, and the final norm on the last stage.
+  if (ctx.plan.sequence_parallel && ctx.plan.tp > 1) {
+    const int64_t h = ctx.model.hidden;
+    const int64_t norm = ctx.model.norm == NormKind::kLayerNorm ? 2 * h : h;
+    const int64_t biases = ctx.model.linear_bias ? 2 * h : 0;
+    int64_t elements = ctx.stage_layers[static_cast<size_t>(state.stage)] * (2 * norm + biases);
+    if (state.stage == ctx.plan.pp - 1) elements += norm;
+    std::vector<TaskId> after = state.grad_syncs;
+    after.push_back(p.last_compute());
+    state.grad_syncs.push_back(p.collective(TaskRole::kSequenceParallelGradSync, Stream::kTpComm,
+                                            CollectiveKind::kAllReduce, state.groups.tp,
+                                            elements * e, after));
+  }
   // Gradient clipping needs the global norm: a scalar all-reduce over the ranks holding distinct
   // gradient shards.
   TaskId ready = kNoTask;

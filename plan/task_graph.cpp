@@ -198,6 +198,8 @@ const char* to_string(TaskRole role) {
       return "param_gather";
     case TaskRole::kEmbeddingGradSync:
       return "embedding_grad_sync";
+    case TaskRole::kSequenceParallelGradSync:
+      return "sp_grad_sync";
     case TaskRole::kGradNorm:
       return "grad_norm";
     case TaskRole::kOptimizer:

@@ -86,6 +86,7 @@ enum class TaskRole : uint8_t {
   kGradSync,
   kParamGather,
   kEmbeddingGradSync,
+  kSequenceParallelGradSync,  // norm and bias gradients summed over TP under sequence parallel
   kGradNorm,
   kOptimizer,    // data parallel and step
   kLayerBuffer,  // memory tasks of a layer's buffers

@@ -173,25 +173,32 @@ nlohmann::json metadata_json(const CompiledPlan& compiled, const SimResult& resu
 }  // namespace
 
 std::string trace_json(const CompiledPlan& compiled, const SimResult& result) {
+  return trace_json(compiled, result.tasks, result.memory_timeline,
+                    metadata_json(compiled, result));
+}
+
+std::string trace_json(const CompiledPlan& compiled, const std::vector<TaskTiming>& tasks,
+                       const std::vector<std::vector<MemorySample>>& memory,
+                       const nlohmann::json& metadata) {
   const TaskGraph& graph = compiled.graph;
-  STRATA_ASSERT(static_cast<int64_t>(result.tasks.size()) == graph.size(),
-                fmt::format("the result times {} tasks; the graph has {}", result.tasks.size(),
+  STRATA_ASSERT(static_cast<int64_t>(tasks.size()) == graph.size(),
+                fmt::format("the timing has {} tasks; the graph has {}", tasks.size(),
                             graph.size()));
-  STRATA_ASSERT(result.memory_timeline.size() == graph.ranks().size(),
-                fmt::format("the result has {} memory timelines; the graph has {} ranks",
-                            result.memory_timeline.size(), graph.ranks().size()));
+  STRATA_ASSERT(memory.size() == graph.ranks().size(),
+                fmt::format("{} memory timelines for a graph of {} ranks", memory.size(),
+                            graph.ranks().size()));
   size_t samples = 0;
-  for (const auto& timeline : result.memory_timeline) samples += timeline.size();
+  for (const auto& timeline : memory) samples += timeline.size();
   // About 250 bytes per task event and 80 per memory sample.
   TraceWriter w(static_cast<size_t>(graph.size()) * 250 + samples * 80 + 65536);
   w.raw(R"({"traceEvents":[)");
   write_metadata_events(w, graph);
   for (TaskId id = 0; id < graph.size(); ++id) {
     if (graph.task(id).kind == TaskKind::kMemory) continue;
-    write_task_event(w, graph, id, result.tasks[static_cast<size_t>(id)]);
+    write_task_event(w, graph, id, tasks[static_cast<size_t>(id)]);
   }
   for (size_t i = 0; i < graph.ranks().size(); ++i) {
-    for (const MemorySample& sample : result.memory_timeline[i]) {
+    for (const MemorySample& sample : memory[i]) {
       w.next_event();
       w.format(R"({{"name":"memory","ph":"C","pid":{},"tid":0,"ts":)", graph.ranks()[i].rank);
       w.micros(sample.time_ns);
@@ -199,7 +206,7 @@ std::string trace_json(const CompiledPlan& compiled, const SimResult& result) {
     }
   }
   w.raw("\n],\n\"displayTimeUnit\":\"ns\",\n\"metadata\":");
-  w.raw(metadata_json(compiled, result).dump());
+  w.raw(metadata.dump());
   w.raw("}\n");
   return w.text();
 }

@@ -35,6 +35,9 @@
 // One event per line; the same inputs give the same bytes.
 
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "plan/compile.hpp"
 #include "sim/result.hpp"
@@ -44,5 +47,11 @@ namespace strata {
 // `result` must come from simulating `compiled` (one timing per task, one memory timeline per
 // graph rank); asserts otherwise.
 std::string trace_json(const CompiledPlan& compiled, const SimResult& result);
+
+// The same format for any timing of the graph's tasks (the executor's measured step): one timing
+// per task, one memory timeline per graph rank (may be empty), and the metadata object.
+std::string trace_json(const CompiledPlan& compiled, const std::vector<TaskTiming>& tasks,
+                       const std::vector<std::vector<MemorySample>>& memory,
+                       const nlohmann::json& metadata);
 
 }  // namespace strata

@@ -1,0 +1,254 @@
+#include "cli/train_command.hpp"
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/number_flags.hpp"
+#include "cli/plan_options.hpp"
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "exec/trainer.hpp"
+#include "plan/plan_json.hpp"
+#include "sim/trace.hpp"
+#if STRATA_HAVE_MPI
+#include <mpi.h>
+
+#include "exec/mpi_check.hpp"
+#include "exec/mpi_communicator.hpp"
+#endif
+
+namespace strata::cli {
+
+namespace {
+
+constexpr const char* kCommandLine = "command line";
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct TrainCommandOptions {
+  PlanFlags flags;
+  std::string backend = "cpu";
+  std::string comm = "inprocess";
+  int64_t steps = 10;
+  std::string data = "scenarios/data/kjv-genesis-exodus.txt";
+  double lr = 1e-3;
+  uint64_t seed = 1337;
+  double weight_decay = 0.1;
+  double clip = 1.0;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  bool resume = false;
+  std::optional<std::string> device_memory;
+  std::string trace_path;
+  std::string json_path;
+};
+
+// The plan as `strata train` runs it: fp32 on the CPU host, with small defaults for the shape of
+// a batch where the flags give none.
+CompiledPlan compile_train_plan(TrainCommandOptions& options) {
+  PlanFlags& flags = options.flags;
+  if (options.backend != "cpu") {
+    throw InputError(kCommandLine, "--backend",
+                     fmt::format("'{}' is not built; this build runs the cpu backend",
+                                 options.backend),
+                     "use --backend cpu");
+  }
+  if (flags.dtype && *flags.dtype != "fp32") {
+    throw InputError(kCommandLine, "--dtype", "the CPU backend trains in fp32",
+                     "drop --dtype or give --dtype fp32");
+  }
+  if (flags.bf16 || flags.fp16) {
+    throw InputError(kCommandLine, flags.bf16 ? "--bf16" : "--fp16",
+                     "the CPU backend trains in fp32", "drop the flag");
+  }
+  flags.dtype = "fp32";
+  if (flags.model.empty() && flags.scenario.empty()) flags.model = "tiny-gpt";
+  // The CPU host stands in for the cluster; a zoo cluster name satisfies the flag resolution.
+  if (flags.cluster.empty()) flags.cluster = "dgx-a100";
+  if (!flags.seq_len) flags.seq_len = 64;
+  if (!flags.micro_batch) flags.micro_batch = 4;
+  // Two micro-batches per DP replica unless told otherwise.
+  if (!flags.global_batch) flags.global_batch = flags.dp.value_or(1) * *flags.micro_batch * 2;
+  const PlanInputs inputs = resolve_plan_inputs(flags);
+  check_executable_model(inputs.model, inputs.plan, inputs.model.name);
+  const int64_t ranks = inputs.plan.gpus();
+  int64_t bytes = host_bytes_per_rank(ranks);
+  if (options.device_memory) {
+    const std::optional<double> gib = parse_number(*options.device_memory);
+    if (!gib || *gib <= 0) {
+      throw InputError(kCommandLine, "--device-memory",
+                       fmt::format("'{}' is not a positive number of GiB", *options.device_memory),
+                       "e.g. --device-memory 2");
+    }
+    bytes = static_cast<int64_t>(*gib * kGiB);
+  }
+  const ClusterSpec host = cpu_host_cluster(ranks, bytes);
+  CompiledPlan compiled = compile_plan(inputs.model, host, inputs.plan, GraphMode::kFull);
+  STRATA_ASSERT(compiled.validation.ok(), "the compiled task graph breaks its invariants");
+  check_plan_fits(compiled);
+  return compiled;
+}
+
+TrainOptions train_options(const TrainCommandOptions& options) {
+  if (options.steps < 1) {
+    throw InputError(kCommandLine, "--steps", "must be at least 1", "e.g. --steps 100");
+  }
+  if (options.lr <= 0) {
+    throw InputError(kCommandLine, "--lr", "must be positive", "e.g. --lr 1e-3");
+  }
+  if (options.checkpoint_every < 0 || (options.checkpoint_every > 0 && options.checkpoint_dir.empty())) {
+    throw InputError(kCommandLine, "--checkpoint-every",
+                     "needs a positive count and --checkpoint-dir",
+                     "e.g. --checkpoint-dir ckpt --checkpoint-every 5");
+  }
+  TrainOptions train;
+  train.steps = options.steps;
+  train.data_path = options.data;
+  train.seed = options.seed;
+  train.optimizer.adamw.lr = options.lr;
+  train.optimizer.adamw.weight_decay = options.weight_decay;
+  train.optimizer.clip_grad_norm = options.clip;
+  train.checkpoint_dir = options.checkpoint_dir;
+  train.checkpoint_every = options.checkpoint_every;
+  train.resume = options.resume;
+  return train;
+}
+
+void print_step(const StepReport& r, int64_t steps) {
+  std::printf("step %4lld/%lld  loss %.4f  %9.0f tokens/s  %.3f s  grad norm %.3f\n",
+              static_cast<long long>(r.step + 1), static_cast<long long>(steps), r.loss,
+              r.tokens_per_s, r.step_time_s, r.grad_norm);
+  std::fflush(stdout);
+}
+
+std::vector<OutputFile> train_outputs(const TrainCommandOptions& options,
+                                      const CompiledPlan& compiled, const TrainResult& result) {
+  std::vector<OutputFile> outputs;
+  nlohmann::json losses = nlohmann::json::array();
+  nlohmann::json times = nlohmann::json::array();
+  nlohmann::json rates = nlohmann::json::array();
+  nlohmann::json norms = nlohmann::json::array();
+  for (const StepReport& r : result.steps) {
+    losses.push_back(r.loss);
+    times.push_back(r.step_time_s);
+    rates.push_back(r.tokens_per_s);
+    norms.push_back(r.grad_norm);
+  }
+  const nlohmann::json summary = {{"generator", "strata train"},
+                                  {"backend", options.backend},
+                                  {"comm", options.comm},
+                                  {"model", compiled.model.name},
+                                  {"plan", plan_to_json(compiled.plan)},
+                                  {"ranks", compiled.plan.gpus()},
+                                  {"first_step", result.first_step},
+                                  {"losses", losses},
+                                  {"step_times_s", times},
+                                  {"tokens_per_s", rates},
+                                  {"grad_norms", norms}};
+  if (!options.json_path.empty()) outputs.push_back({options.json_path, summary.dump(2) + "\n"});
+  if (!options.trace_path.empty()) {
+    std::vector<TaskTiming> timings(result.last_step_tasks.size());
+    for (size_t i = 0; i < timings.size(); ++i) {
+      const MeasuredTask& t = result.last_step_tasks[i];
+      timings[i] = {t.start_ns, t.start_ns, t.finish_ns};
+    }
+    std::vector<std::vector<MemorySample>> memory(compiled.graph.ranks().size());
+    nlohmann::json metadata = summary;
+    metadata["step_time_s"] = result.steps.back().step_time_s;
+    metadata["measured_step"] = result.steps.back().step;
+    outputs.push_back({options.trace_path, trace_json(compiled, timings, memory, metadata)});
+  }
+  return outputs;
+}
+
+int run_train(TrainCommandOptions& options) {
+  const CompiledPlan compiled = compile_train_plan(options);
+  const TrainOptions train = train_options(options);
+  const auto on_step = [&](const StepReport& r) { print_step(r, train.steps); };
+  TrainResult result;
+  bool writes_outputs = true;
+  if (options.comm == "inprocess") {
+    std::printf("strata train: %s, %lld ranks as threads (dp %lld x tp %lld x pp %lld), %s\n",
+                compiled.model.name.c_str(), static_cast<long long>(compiled.plan.gpus()),
+                static_cast<long long>(compiled.plan.dp), static_cast<long long>(compiled.plan.tp),
+                static_cast<long long>(compiled.plan.pp), train.data_path.c_str());
+    result = train_in_process(compiled, train, on_step);
+  } else if (options.comm == "mpi") {
+#if STRATA_HAVE_MPI
+    STRATA_MPI_CHECK(MPI_Init(nullptr, nullptr));
+    int size = 0;
+    STRATA_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    {
+      MpiCommunicator comm;
+      if (size != compiled.plan.gpus()) {
+        throw InputError(kCommandLine, "mpirun -np",
+                         fmt::format("started {} processes; the plan has {} ranks", size,
+                                     compiled.plan.gpus()),
+                         fmt::format("run mpirun -np {}", compiled.plan.gpus()));
+      }
+      if (comm.rank() == 0) {
+        std::printf("strata train: %s, %lld ranks as MPI processes\n",
+                    compiled.model.name.c_str(), static_cast<long long>(compiled.plan.gpus()));
+      }
+      result = train_rank(compiled, train, comm, on_step);
+      writes_outputs = comm.rank() == 0;
+    }
+    STRATA_MPI_CHECK(MPI_Finalize());
+#else
+    throw InputError(kCommandLine, "--comm", "this build has no MPI",
+                     "install libopenmpi-dev and rebuild, or use --comm inprocess");
+#endif
+  } else {
+    throw InputError(kCommandLine, "--comm", fmt::format("unknown communicator '{}'", options.comm),
+                     "use --comm inprocess or --comm mpi");
+  }
+  if (writes_outputs) write_files_atomically(train_outputs(options, compiled, result));
+  return 0;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, std::function<int()>& run) {
+  auto options = std::make_shared<TrainCommandOptions>();
+  CLI::App* command = app.add_subcommand(
+      "train", "Run a plan for real: train a GPT-2-style model on byte-level text, rank by rank");
+  add_plan_flags(*command, options->flags);
+  command->add_option("--backend", options->backend, "Where ranks compute (cpu)")
+      ->type_name("cpu");
+  command
+      ->add_option("--comm", options->comm,
+                   "Ranks as threads of this process (inprocess) or as MPI processes (mpi, under "
+                   "mpirun -np GPUS)")
+      ->type_name("inprocess|mpi");
+  command->add_option("--steps", options->steps, "Optimizer steps to run (default 10)");
+  command->add_option("--data", options->data, "Training text, read as bytes")->type_name("FILE");
+  command->add_option("--lr", options->lr, "AdamW learning rate (default 1e-3)");
+  command->add_option("--seed", options->seed, "Seed of the weights and the data order");
+  command->add_option("--weight-decay", options->weight_decay,
+                      "AdamW weight decay of 2-D weights (default 0.1)");
+  command->add_option("--clip-grad", options->clip,
+                      "Clip the global gradient norm to this (default 1.0; 0: off)");
+  command->add_option("--checkpoint-dir", options->checkpoint_dir, "Where checkpoints go")
+      ->type_name("DIR");
+  command->add_option("--checkpoint-every", options->checkpoint_every,
+                      "Write a checkpoint every K steps")
+      ->type_name("K");
+  command->add_flag("--resume", options->resume,
+                    "Continue from the newest complete checkpoint in --checkpoint-dir");
+  command
+      ->add_option("--device-memory", options->device_memory,
+                   "Memory of each rank in GiB (default: this host's available memory / ranks)")
+      ->type_name("GIB");
+  command->add_option("--json", options->json_path, "Write losses and step times as JSON")
+      ->type_name("FILE");
+  command
+      ->add_option("--trace", options->trace_path,
+                   "Write the last step's measured task times as a Chrome trace")
+      ->type_name("FILE");
+  command->callback([options, &run] { run = [options] { return run_train(*options); }; });
+}
+
+}  // namespace strata::cli

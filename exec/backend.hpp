@@ -1,0 +1,151 @@
+#pragma once
+// Backend: where a rank's tensors live and its kernels run (DESIGN.md, "Executor"). The runtime
+// (exec/rank_runtime.hpp) is written against this interface only: device buffers, the kernels of
+// kernels/cpu/kernels.hpp with the same contracts, and streams with events. The CPU backend runs
+// every call at once on the calling thread, so its streams are already in order and its events
+// complete when recorded; a CUDA backend enqueues on real streams and records real events, and the
+// runtime's calls (wait_event before a task whose dependency ran on another stream) are what make
+// that correct.
+//
+// Buffers hold float32 (the CPU backend trains in fp32); token ids are int32.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <utility>
+
+#include "kernels/cpu/kernels.hpp"
+#include "plan/task_graph.hpp"
+
+namespace strata {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // Memory. allocate() returns zero-filled device memory.
+  virtual float* allocate(int64_t elements) = 0;
+  virtual int32_t* allocate_tokens(int64_t elements) = 0;
+  virtual void release(void* data) = 0;
+  virtual void fill_zero(float* data, int64_t n) = 0;
+  virtual void copy(float* dst, const float* src, int64_t n) = 0;
+  virtual void upload(float* dst, std::span<const float> host) = 0;
+  virtual void upload_tokens(int32_t* dst, std::span<const int32_t> host) = 0;
+  virtual void download(std::span<float> host, const float* src) = 0;
+
+  // Streams and events: kernels and copies go to the current stream.
+  virtual void set_stream(Stream stream) = 0;
+  // An event recorded on `stream` after the work queued so far; wait_event makes `stream` wait
+  // for it. Ids are the runtime's (one per task).
+  virtual void record_event(Stream stream, int64_t event) = 0;
+  virtual void wait_event(Stream stream, int64_t event) = 0;
+  // Blocks the host until every stream is idle.
+  virtual void synchronize() = 0;
+
+  // Kernels: the contracts of kernels/cpu/kernels.hpp.
+  virtual void matmul_forward(float* out, const float* inp, const float* weight,
+                              const float* bias, int64_t n, int64_t c, int64_t oc) = 0;
+  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                               const float* inp, const float* weight, int64_t n, int64_t c,
+                               int64_t oc) = 0;
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                                 const float* weight, const float* bias, int64_t n,
+                                 int64_t c) = 0;
+  virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                  const float* inp, const float* weight, const float* mean,
+                                  const float* rstd, int64_t n, int64_t c) = 0;
+  virtual void gelu_forward(float* out, const float* inp, int64_t n) = 0;
+  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) = 0;
+  virtual void attention_forward(float* out, float* att, const float* qkv, int64_t b, int64_t t,
+                                 int64_t nh, int64_t hs) = 0;
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
+                                  const float* att, int64_t b, int64_t t, int64_t nh,
+                                  int64_t hs) = 0;
+  virtual void residual_forward(float* out, const float* residual, const float* branch,
+                                const float* bias, int64_t n, int64_t c) = 0;
+  virtual void residual_backward(float* dbias, const float* dout, int64_t n, int64_t c) = 0;
+  // dst (n) += src (n): a residual stream's gradient picking up a branch's.
+  virtual void accumulate(float* dst, const float* src, int64_t n) = 0;
+  virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte,
+                                 const float* wpe, int64_t vocab_start, int64_t v, int64_t b,
+                                 int64_t t, int64_t c) = 0;
+  virtual void embedding_backward(float* dwte, float* dwpe, const float* dout,
+                                  const int32_t* tokens, int64_t vocab_start, int64_t v,
+                                  int64_t b, int64_t t, int64_t c) = 0;
+  virtual void row_max(float* maxes, const float* logits, int64_t n, int64_t v) = 0;
+  virtual void cross_entropy_partials(float* sums, float* targets_logit, const float* logits,
+                                      const float* maxes, const int32_t* targets,
+                                      int64_t vocab_start, int64_t n, int64_t v) = 0;
+  virtual void cross_entropy_losses(float* losses, const float* sums, const float* maxes,
+                                    const float* targets_logit, int64_t n) = 0;
+  virtual void cross_entropy_backward(float* dlogits, const float* logits, const float* maxes,
+                                      const float* sums, const int32_t* targets,
+                                      int64_t vocab_start, float scale, int64_t n,
+                                      int64_t v) = 0;
+  virtual double sum_of_squares(const float* x, int64_t n) = 0;
+  virtual void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
+                            const cpu::AdamWConfig& config, int64_t step, double grad_scale) = 0;
+};
+
+// The CPU backend: host memory, kernels/cpu, OpenBLAS with one thread per rank.
+std::unique_ptr<Backend> make_cpu_backend();
+
+// A device buffer that releases itself: the runtime's tensors.
+class DeviceTensor {
+ public:
+  DeviceTensor() = default;
+  DeviceTensor(Backend& backend, int64_t elements)
+      : backend_(&backend), data_(backend.allocate(elements)), size_(elements) {}
+  DeviceTensor(DeviceTensor&& other) noexcept { *this = std::move(other); }
+  DeviceTensor& operator=(DeviceTensor&& other) noexcept {
+    reset();
+    backend_ = other.backend_;
+    data_ = other.data_;
+    size_ = other.size_;
+    other.data_ = nullptr;
+    other.size_ = 0;
+    return *this;
+  }
+  DeviceTensor(const DeviceTensor&) = delete;
+  DeviceTensor& operator=(const DeviceTensor&) = delete;
+  ~DeviceTensor() { reset(); }
+
+  void reset() {
+    if (data_ != nullptr) backend_->release(data_);
+    data_ = nullptr;
+    size_ = 0;
+  }
+  float* data() const { return data_; }
+  int64_t size() const { return size_; }
+  bool allocated() const { return data_ != nullptr; }
+
+ private:
+  Backend* backend_ = nullptr;
+  float* data_ = nullptr;
+  int64_t size_ = 0;
+};
+
+// Token ids on the device, released with the object.
+class DeviceTokens {
+ public:
+  DeviceTokens(Backend& backend, std::span<const int32_t> host)
+      : backend_(&backend), data_(backend.allocate_tokens(static_cast<int64_t>(host.size()))) {
+    backend.upload_tokens(data_, host);
+  }
+  DeviceTokens(DeviceTokens&& other) noexcept
+      : backend_(other.backend_), data_(std::exchange(other.data_, nullptr)) {}
+  DeviceTokens& operator=(DeviceTokens&&) = delete;
+  DeviceTokens(const DeviceTokens&) = delete;
+  DeviceTokens& operator=(const DeviceTokens&) = delete;
+  ~DeviceTokens() {
+    if (data_ != nullptr) backend_->release(data_);
+  }
+  const int32_t* data() const { return data_; }
+
+ private:
+  Backend* backend_;
+  int32_t* data_;
+};
+
+}  // namespace strata

@@ -1,0 +1,59 @@
+#pragma once
+// Communicator: the collectives and point-to-point messages a rank of the executor runs over a
+// group of ranks (DESIGN.md, "Executor"). Implementations: in-process (ranks are threads of one
+// process; exec/inprocess_communicator.hpp), MPI (ranks are processes; exec/mpi_communicator.hpp);
+// NCCL and a loopback communicator follow with the CUDA backend, behind the same interface.
+//
+// Contract, the same for every implementation:
+//  - A group is the ascending list of the global ranks taking part; the calling rank is one of
+//    them. Every member calls the same collectives on a group in the same order (the task graph
+//    guarantees it: the i-th collective on a group is one instance).
+//  - Reductions are deterministic and identical on every implementation: element i of the result
+//    is ((x[group[0]] + x[group[1]]) + x[group[2]]) + ..., summed in group order, in the buffer's
+//    own type. So a run's losses do not depend on the communicator, the thread timing or the
+//    number of processes.
+//  - Collectives block until this rank's result is complete. send() returns once the data has
+//    been copied out (it never waits for the receiver); recv() blocks until the message with the
+//    same (sender, receiver, tag) has arrived. Messages between two ranks with the same tag are
+//    received in the order they were sent.
+//  - Buffers are host memory here; a device backend's communicator takes device pointers.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace strata {
+
+enum class ReduceOp : uint8_t { kSum, kMax };
+
+using RankGroup = std::span<const int32_t>;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int32_t rank() const = 0;
+  virtual int32_t world_size() const = 0;
+  // Every rank calls this once, before any collective, with the same list: every group any
+  // collective will use (the task graph's groups). MPI builds its sub-communicators here.
+  virtual void register_groups(const std::vector<std::vector<int32_t>>& groups) = 0;
+
+  // data (n) on every member becomes the reduction over the group.
+  virtual void all_reduce(std::span<float> data, RankGroup group, ReduceOp op) = 0;
+  virtual void all_reduce(std::span<double> data, RankGroup group, ReduceOp op) = 0;
+  // send (group.size() * n): chunk i (n elements) is reduced over the group into recv (n) on
+  // member i (the member at index i of the group).
+  virtual void reduce_scatter(std::span<const float> send, std::span<float> recv,
+                              RankGroup group) = 0;
+  // recv (group.size() * n): chunk i is member i's send (n).
+  virtual void all_gather(std::span<const float> send, std::span<float> recv,
+                          RankGroup group) = 0;
+  // data (n) on every member becomes root's (root is a global rank in the group).
+  virtual void broadcast(std::span<float> data, int32_t root, RankGroup group) = 0;
+  virtual void send(std::span<const float> data, int32_t peer, int32_t tag) = 0;
+  virtual void recv(std::span<float> data, int32_t peer, int32_t tag) = 0;
+  // Every rank of the world waits for every other (checkpoints use it).
+  virtual void barrier() = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,131 @@
+// The CPU backend: every call runs at once on the calling thread (the rank's), so streams are in
+// order by construction and events are complete when recorded.
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "exec/backend.hpp"
+
+namespace strata {
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  const char* name() const override { return "cpu"; }
+
+  float* allocate(int64_t elements) override {
+    return static_cast<float*>(zeroed(elements, sizeof(float)));
+  }
+  int32_t* allocate_tokens(int64_t elements) override {
+    return static_cast<int32_t*>(zeroed(elements, sizeof(int32_t)));
+  }
+  void release(void* data) override { std::free(data); }
+  void fill_zero(float* data, int64_t n) override {
+    std::memset(data, 0, static_cast<size_t>(n) * sizeof(float));
+  }
+  void copy(float* dst, const float* src, int64_t n) override {
+    if (dst != src) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  }
+  void upload(float* dst, std::span<const float> host) override {
+    std::memcpy(dst, host.data(), host.size_bytes());
+  }
+  void upload_tokens(int32_t* dst, std::span<const int32_t> host) override {
+    std::memcpy(dst, host.data(), host.size_bytes());
+  }
+  void download(std::span<float> host, const float* src) override {
+    std::memcpy(host.data(), src, host.size_bytes());
+  }
+
+  void set_stream(Stream) override {}
+  void record_event(Stream, int64_t) override {}
+  void wait_event(Stream, int64_t) override {}
+  void synchronize() override {}
+
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+                      int64_t n, int64_t c, int64_t oc) override {
+    cpu::matmul_forward(out, inp, weight, bias, n, c, oc);
+  }
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const float* weight, int64_t n, int64_t c,
+                       int64_t oc) override {
+    cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, n, c, oc);
+  }
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                         const float* weight, const float* bias, int64_t n, int64_t c) override {
+    cpu::layernorm_forward(out, mean, rstd, inp, weight, bias, n, c);
+  }
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const float* weight, const float* mean,
+                          const float* rstd, int64_t n, int64_t c) override {
+    cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, n, c);
+  }
+  void gelu_forward(float* out, const float* inp, int64_t n) override {
+    cpu::gelu_forward(out, inp, n);
+  }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) override {
+    cpu::gelu_backward(dinp, inp, dout, n);
+  }
+  void attention_forward(float* out, float* att, const float* qkv, int64_t b, int64_t t,
+                         int64_t nh, int64_t hs) override {
+    cpu::attention_forward(out, att, qkv, b, t, nh, hs);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                          int64_t b, int64_t t, int64_t nh, int64_t hs) override {
+    cpu::attention_backward(dqkv, dout, qkv, att, b, t, nh, hs);
+  }
+  void residual_forward(float* out, const float* residual, const float* branch,
+                        const float* bias, int64_t n, int64_t c) override {
+    cpu::residual_forward(out, residual, branch, bias, n, c);
+  }
+  void residual_backward(float* dbias, const float* dout, int64_t n, int64_t c) override {
+    cpu::residual_backward(dbias, dout, n, c);
+  }
+  void accumulate(float* dst, const float* src, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+  }
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                         int64_t vocab_start, int64_t v, int64_t b, int64_t t,
+                         int64_t c) override {
+    cpu::embedding_forward(out, tokens, wte, wpe, vocab_start, v, b, t, c);
+  }
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                          int64_t vocab_start, int64_t v, int64_t b, int64_t t,
+                          int64_t c) override {
+    cpu::embedding_backward(dwte, dwpe, dout, tokens, vocab_start, v, b, t, c);
+  }
+  void row_max(float* maxes, const float* logits, int64_t n, int64_t v) override {
+    cpu::row_max(maxes, logits, n, v);
+  }
+  void cross_entropy_partials(float* sums, float* targets_logit, const float* logits,
+                              const float* maxes, const int32_t* targets, int64_t vocab_start,
+                              int64_t n, int64_t v) override {
+    cpu::cross_entropy_partials(sums, targets_logit, logits, maxes, targets, vocab_start, n, v);
+  }
+  void cross_entropy_losses(float* losses, const float* sums, const float* maxes,
+                            const float* targets_logit, int64_t n) override {
+    cpu::cross_entropy_losses(losses, sums, maxes, targets_logit, n);
+  }
+  void cross_entropy_backward(float* dlogits, const float* logits, const float* maxes,
+                              const float* sums, const int32_t* targets, int64_t vocab_start,
+                              float scale, int64_t n, int64_t v) override {
+    cpu::cross_entropy_backward(dlogits, logits, maxes, sums, targets, vocab_start, scale, n, v);
+  }
+  double sum_of_squares(const float* x, int64_t n) override { return cpu::sum_of_squares(x, n); }
+  void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
+                    const cpu::AdamWConfig& config, int64_t step, double grad_scale) override {
+    cpu::adamw_update(param, grad, m, v, n, config, step, grad_scale);
+  }
+
+ private:
+  static void* zeroed(int64_t elements, size_t size) {
+    return std::calloc(static_cast<size_t>(std::max<int64_t>(elements, 1)), size);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace strata

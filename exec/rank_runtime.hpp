@@ -1,0 +1,68 @@
+#pragma once
+// RankRuntime: runs one rank's part of the full task graph, task by task, as a program
+// (DESIGN.md, "Executor"). The graph names no buffers; the runtime names them from each task's
+// labels: (role, layer, micro-batch) identifies a tensor, the memory tasks allocate and release
+// the activations a layer keeps for its backward, and the collective's role says what it
+// reduces or gathers (a TP all-gather before the QKV product gathers the first norm's output;
+// a DP reduce-scatter after a layer's backward reduces that layer's gradients).
+//
+// Tasks are issued in id order, which is a topological order of the rank's program. Each task
+// goes to its stream, after waiting on the events of its dependencies on other streams; on the
+// CPU backend the calls run at once, so the order is the program's. Collectives and receives
+// block until their peers arrive, and sends are buffered: every rank of a group reaches the
+// group's i-th collective, and the schedules post receives in an order their senders meet, so
+// issuing in id order never deadlocks (the simulator runs the same graph).
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "exec/backend.hpp"
+#include "exec/communicator.hpp"
+#include "exec/data_loader.hpp"
+#include "exec/param_store.hpp"
+#include "plan/compile.hpp"
+
+namespace strata {
+
+struct OptimizerConfig {
+  cpu::AdamWConfig adamw;
+  double clip_grad_norm = 1.0;  // <= 0: no clipping
+};
+
+// Measured wall times of one task, from the step's start on this rank.
+struct MeasuredTask {
+  TaskId task = -1;
+  int64_t start_ns = 0;
+  int64_t finish_ns = 0;
+};
+
+struct StepMeasurement {
+  double loss_sum = 0;          // summed token losses on this rank (last stage, tp rank 0)
+  int64_t loss_tokens = 0;      // tokens behind loss_sum
+  double grad_norm = 0;         // the global gradient norm before clipping
+  std::vector<MeasuredTask> tasks;  // this rank's tasks in id order
+};
+
+class RankRuntime {
+ public:
+  RankRuntime(const CompiledPlan& compiled, int32_t rank, Backend& backend, Communicator& comm,
+              const TextDataset& data, const OptimizerConfig& optimizer, uint64_t seed);
+  ~RankRuntime();
+
+  // Runs step `step` (0-based) of the run: every task of this rank once.
+  StepMeasurement run_step(int64_t step);
+
+  ParamStore& params() { return *params_; }
+  int32_t rank() const { return rank_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<ParamStore> params_;
+  int32_t rank_;
+};
+
+}  // namespace strata

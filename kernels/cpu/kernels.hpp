@@ -1,0 +1,136 @@
+#pragma once
+// The CPU reference kernels of a GPT-2 training step: fp32 (float) for training, float64
+// (double) for the finite-difference checks of every backward. Plain free functions over
+// row-major buffers in llm.c's style; each opens with the shapes of its buffers. The CUDA kernels
+// (kernels/cuda, a later issue) keep the same contracts.
+//
+// Conventions, the same for every kernel:
+//  - N is the number of rows (tokens), C a row's width; a (B,T,C) tensor is (N = B*T, C).
+//  - Parameter gradients (dweight, dbias, dwte, dwpe) ACCUMULATE (+=): micro-batches add into
+//    them. Input gradients (dinp, dqkv, dlogits) are WRITTEN (=).
+//  - A null bias (or dbias) means the layer has none.
+//  - Tensor parallelism changes only the sizes passed in (a shard's rows or columns), never the
+//    kernels: Megatron's column-parallel product is matmul_forward on a slice of the weight's
+//    rows, the row-parallel one on a slice of its columns, and the caller reduces the outputs.
+
+#include <cstdint>
+
+namespace strata::cpu {
+
+// Threads each BLAS call may use (OpenBLAS's own pool). Ranks that run as threads of one process
+// set 1: OpenBLAS's pool is shared by the process, and one thread per rank keeps ranks apart.
+void set_matmul_threads(int threads);
+
+// out (N,OC) = inp (N,C) @ weight^T + bias; weight is (OC,C), bias (OC) or null. Through BLAS
+// (cblas_sgemm / cblas_dgemm).
+template <typename T>
+void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int64_t n, int64_t c,
+                    int64_t oc);
+
+// dinp (N,C) = dout (N,OC) @ weight (OC,C)            (skipped when dinp is null)
+// dweight (OC,C) += dout^T @ inp (N,C)
+// dbias (OC) += the column sums of dout                (skipped when dbias is null)
+template <typename T>
+void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                     int64_t n, int64_t c, int64_t oc);
+
+// LayerNorm over each row of inp (N,C): out (N,C) = (inp - mean) * rstd * weight + bias, with
+// mean (N) and rstd (N) = 1 / sqrt(var + 1e-5) saved for the backward (biased variance).
+template <typename T>
+void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias,
+                       int64_t n, int64_t c);
+
+// With norm = (inp - mean) * rstd and dnorm = dout * weight, per row (means over the C channels):
+// dinp (N,C) = rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)); dweight (C) += the
+// column sums of dout * norm; dbias (C) += the column sums of dout.
+template <typename T>
+void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
+                        const T* weight, const T* mean, const T* rstd, int64_t n, int64_t c);
+
+// GELU, tanh approximation (GPT-2): out (n) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+template <typename T>
+void gelu_forward(T* out, const T* inp, int64_t n);
+// dinp (n) = dout * gelu'(inp).
+template <typename T>
+void gelu_backward(T* dinp, const T* inp, const T* dout, int64_t n);
+
+// Causal multi-head attention. qkv is (B,T,3*NH*HS): per token [q | k | v], each NH heads of HS.
+// att (B,NH,T,T) receives the softmax probabilities of scale * q.k (scale 1/sqrt(HS)), zero above
+// the diagonal; out (B,T,NH*HS) = att @ v.
+template <typename T>
+void attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, int64_t nh,
+                       int64_t hs);
+// dqkv (B,T,3*NH*HS) = the gradient of out with respect to qkv, from dout (B,T,NH*HS) and the
+// saved att; written (=).
+template <typename T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int64_t b, int64_t t,
+                        int64_t nh, int64_t hs);
+
+// out (N,C) = residual (N,C) + branch (N,C) + bias (C, or null): a residual add, with the bias of
+// the row-parallel product before it (Megatron adds that bias after the reduction).
+template <typename T>
+void residual_forward(T* out, const T* residual, const T* branch, const T* bias, int64_t n,
+                      int64_t c);
+// The input gradients of a residual add are dout itself; dbias (C) += the column sums of dout.
+template <typename T>
+void residual_backward(T* dbias, const T* dout, int64_t n, int64_t c);
+
+// Token (+ position) embedding over a vocabulary shard: wte (V,C) holds rows
+// [vocab_start, vocab_start + V) of the full table. out (B*T,C) = wte[token - vocab_start] when
+// the token falls in the shard, else 0; plus wpe[t] (wpe is (T,C), or null to skip positions).
+// tokens (B*T) are byte values.
+template <typename T>
+void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe,
+                       int64_t vocab_start, int64_t v, int64_t b, int64_t t, int64_t c);
+// dwte (V,C) += dout rows of the tokens in the shard; dwpe (T,C) += the sum over the batch
+// (skipped when dwpe is null). Accumulates in token order, so the result is deterministic.
+template <typename T>
+void embedding_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens,
+                        int64_t vocab_start, int64_t v, int64_t b, int64_t t, int64_t c);
+
+// Softmax cross-entropy over a vocabulary shard (Megatron's vocabulary-parallel loss), in three
+// local steps around the reductions the caller runs over the shards:
+//  1. row_max: maxes (N) = the max of each row of logits (N,V);           [all-reduce max]
+//  2. cross_entropy_partials, given the global maxes: sums (N) = sum_j exp(logit_j - max);
+//     targets_logit (N) = logit[target - vocab_start] when the target is in the shard, else 0;
+//                                                                          [all-reduce sum, twice]
+//  3. losses (N) = log(sums) + maxes - targets_logit (cross_entropy_losses);
+// and the backward: dlogits (N,V) = scale * (exp(logit - max) / sum - onehot(target)), written.
+// With one shard (tp 1) the reductions are identities.
+template <typename T>
+void row_max(T* maxes, const T* logits, int64_t n, int64_t v);
+template <typename T>
+void cross_entropy_partials(T* sums, T* targets_logit, const T* logits, const T* maxes,
+                            const int32_t* targets, int64_t vocab_start, int64_t n, int64_t v);
+template <typename T>
+void cross_entropy_losses(T* losses, const T* sums, const T* maxes, const T* targets_logit,
+                          int64_t n);
+template <typename T>
+void cross_entropy_backward(T* dlogits, const T* logits, const T* maxes, const T* sums,
+                            const int32_t* targets, int64_t vocab_start, T scale, int64_t n,
+                            int64_t v);
+
+// Sum of squares of x (n), accumulated in double: a rank's part of the global gradient norm.
+template <typename T>
+double sum_of_squares(const T* x, int64_t n);
+
+// AdamW (Loshchilov & Hutter 2019) as PyTorch's torch.optim.AdamW: with g = grad * grad_scale
+// (the clipping factor), m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2,
+// param -= lr * (m / (1-b1^step) / (sqrt(v / (1-b2^step)) + eps) + weight_decay * param).
+// step counts from 1. param, grad, m, v are (n).
+struct AdamWConfig {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+template <typename T>
+void adamw_update(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWConfig& config,
+                  int64_t step, double grad_scale);
+
+// The clipping factor for a global gradient norm (PyTorch's clip_grad_norm_):
+// min(1, max_norm / (norm + 1e-6)); 1 when max_norm <= 0 (clipping off).
+double clip_factor(double norm, double max_norm);
+
+}  // namespace strata::cpu

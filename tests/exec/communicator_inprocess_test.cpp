@@ -1,0 +1,336 @@
+// The in-process communicator (exec/inprocess_communicator.hpp) with 8 rank threads, against
+// serial results computed here: reductions are ((x0 + x1) + x2) + ... in group order, bit for bit
+// (exec/communicator.hpp), with inputs where another order rounds differently
+// (tests/exec/communicator_values.hpp). The groups are those of tp = 2, dp = 4: tp pairs {0,1},
+// {2,3}, {4,5}, {6,7}, dp groups {0,2,4,6} and {1,3,5,7}, and the world; ranks of different
+// groups run their collectives at the same time.
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "exec/inprocess_communicator.hpp"
+#include "tests/exec/communicator_values.hpp"
+
+namespace strata {
+namespace {
+
+using test::bitwise_equal;
+using test::communicator_values;
+using test::order_matters;
+using test::serial_reduce;
+
+constexpr int32_t kWorld = 8;
+constexpr size_t kElements = 37;
+
+using Group = std::vector<int32_t>;
+
+Group tp_group(int32_t rank) { return {rank - rank % 2, rank - rank % 2 + 1}; }
+Group dp_group(int32_t rank) { return rank % 2 == 0 ? Group{0, 2, 4, 6} : Group{1, 3, 5, 7}; }
+Group world_group() { return {0, 1, 2, 3, 4, 5, 6, 7}; }
+
+std::vector<Group> all_groups() {
+  return {{0, 1}, {2, 3}, {4, 5}, {6, 7}, {0, 2, 4, 6}, {1, 3, 5, 7}, world_group()};
+}
+
+// Runs body(comm) on one thread per rank of a fresh world of kWorld ranks, each having registered
+// all_groups(). A rank that throws aborts the world (as the trainer does), so the others return;
+// the first exception is rethrown here once every thread has joined.
+void run_ranks(const std::function<void(Communicator&)>& body) {
+  InProcessWorld world(kWorld);
+  std::vector<std::exception_ptr> errors(kWorld);
+  std::atomic<int32_t> first_failed{-1};
+  std::vector<std::thread> threads;
+  for (int32_t rank = 0; rank < kWorld; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        const std::unique_ptr<Communicator> comm = world.communicator(rank);
+        comm->register_groups(all_groups());
+        body(*comm);
+      } catch (...) {
+        errors[static_cast<size_t>(rank)] = std::current_exception();
+        int32_t none = -1;
+        first_failed.compare_exchange_strong(none, rank);
+        world.abort();
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  if (first_failed.load() >= 0) std::rethrow_exception(errors[static_cast<size_t>(first_failed)]);
+}
+
+// Every member's input of call `call` over `group`.
+template <typename T>
+std::vector<std::vector<T>> inputs(const Group& group, size_t n, uint64_t call) {
+  std::vector<std::vector<T>> members;
+  for (int32_t rank : group) members.push_back(communicator_values<T>(rank, n, call));
+  return members;
+}
+
+// results[rank][i]: what `rank` held after its i-th call (written by that rank's thread alone).
+template <typename T>
+using PerRank = std::vector<std::vector<std::vector<T>>>;
+
+// The sum over three kinds of group at once, several rounds: even ranks reduce over dp first,
+// odd ranks over tp first, so tp pairs and dp groups are in flight at the same time. Call
+// numbers: round * 3 + {0: tp, 1: dp, 2: world}.
+template <typename T>
+void check_concurrent_sums() {
+  constexpr uint64_t kRounds = 6;
+  PerRank<T> results(kWorld);
+  run_ranks([&](Communicator& comm) {
+    const int32_t rank = comm.rank();
+    auto& mine = results[static_cast<size_t>(rank)];
+    mine.resize(kRounds * 3);
+    for (uint64_t round = 0; round < kRounds; ++round) {
+      const auto reduce = [&](const Group& group, uint64_t which) {
+        std::vector<T> data = communicator_values<T>(rank, kElements, round * 3 + which);
+        comm.all_reduce(std::span<T>(data), group, ReduceOp::kSum);
+        mine[round * 3 + which] = data;
+      };
+      if (rank % 2 == 0) {
+        reduce(dp_group(rank), 1);
+        reduce(tp_group(rank), 0);
+      } else {
+        reduce(tp_group(rank), 0);
+        reduce(dp_group(rank), 1);
+      }
+      reduce(world_group(), 2);
+    }
+  });
+  for (uint64_t round = 0; round < kRounds; ++round) {
+    for (int32_t rank = 0; rank < kWorld; ++rank) {
+      const Group groups[] = {tp_group(rank), dp_group(rank), world_group()};
+      for (uint64_t which = 0; which < 3; ++which) {
+        const auto members = inputs<T>(groups[which], kElements, round * 3 + which);
+        if (groups[which].size() > 2) REQUIRE(order_matters(members));
+        const std::vector<T> expected = serial_reduce(members, ReduceOp::kSum);
+        INFO("round " << round << ", rank " << rank << ", group kind " << which);
+        CHECK(bitwise_equal<T>(results[static_cast<size_t>(rank)][round * 3 + which], expected));
+      }
+    }
+  }
+}
+
+// Fact: all_reduce kSum in float is ((x0 + x1) + x2) + ... in group order, bitwise, on tp pairs,
+// dp groups and the world in flight together (inputs where the reverse order rounds otherwise).
+TEST_CASE(
+    "in-process all_reduce float sum over concurrent tp, dp and world groups equals the "
+    "serial sum in group order bitwise",
+    "[communicator]") {
+  check_concurrent_sums<float>();
+}
+
+// Fact: the same in double (inputs of 1e17 next to 1, where double rounds).
+TEST_CASE(
+    "in-process all_reduce double sum over concurrent tp, dp and world groups equals the "
+    "serial sum in group order bitwise",
+    "[communicator]") {
+  check_concurrent_sums<double>();
+}
+
+// Fact: kMax gives each element's largest value over the group (inputs of both signs).
+TEST_CASE(
+    "in-process all_reduce max equals the serial max over dp groups and the world, float "
+    "and double",
+    "[communicator]") {
+  PerRank<float> floats(kWorld);
+  PerRank<double> doubles(kWorld);
+  run_ranks([&](Communicator& comm) {
+    const int32_t rank = comm.rank();
+    std::vector<float> f = communicator_values<float>(rank, kElements, 40);
+    comm.all_reduce(std::span<float>(f), dp_group(rank), ReduceOp::kMax);
+    std::vector<double> d = communicator_values<double>(rank, kElements, 41);
+    comm.all_reduce(std::span<double>(d), world_group(), ReduceOp::kMax);
+    floats[static_cast<size_t>(rank)] = {f};
+    doubles[static_cast<size_t>(rank)] = {d};
+  });
+  for (int32_t rank = 0; rank < kWorld; ++rank) {
+    INFO("rank " << rank);
+    const auto float_inputs = inputs<float>(dp_group(rank), kElements, 40);
+    const auto double_inputs = inputs<double>(world_group(), kElements, 41);
+    CHECK(bitwise_equal<float>(floats[static_cast<size_t>(rank)][0],
+                               serial_reduce(float_inputs, ReduceOp::kMax)));
+    CHECK(bitwise_equal<double>(doubles[static_cast<size_t>(rank)][0],
+                                serial_reduce(double_inputs, ReduceOp::kMax)));
+    // Not a sum: the max is one of the inputs.
+    CHECK(doubles[static_cast<size_t>(rank)][0][0] >= double_inputs[0][0]);
+  }
+}
+
+// Fact: reduce_scatter gives member i the group-order sum of every member's chunk i (n
+// elements); all_gather gives every member the concatenation of the members' sends in group
+// order. On dp groups (4 members) and the world (8).
+TEST_CASE(
+    "in-process reduce_scatter and all_gather equal the serial chunked sum and "
+    "concatenation on dp groups and the world",
+    "[communicator]") {
+  PerRank<float> results(kWorld);
+  run_ranks([&](Communicator& comm) {
+    const int32_t rank = comm.rank();
+    auto& mine = results[static_cast<size_t>(rank)];
+    for (const Group& group : {dp_group(rank), world_group()}) {
+      const std::vector<float> send =
+          communicator_values<float>(rank, group.size() * kElements, 50);
+      std::vector<float> recv(kElements);
+      comm.reduce_scatter(send, recv, group);
+      mine.push_back(recv);
+      const std::vector<float> piece = communicator_values<float>(rank, kElements, 51);
+      std::vector<float> gathered(group.size() * kElements);
+      comm.all_gather(piece, gathered, group);
+      mine.push_back(gathered);
+    }
+  });
+  for (int32_t rank = 0; rank < kWorld; ++rank) {
+    const Group groups[] = {dp_group(rank), world_group()};
+    for (size_t g = 0; g < 2; ++g) {
+      const Group& group = groups[g];
+      const size_t index = static_cast<size_t>(std::ranges::find(group, rank) - group.begin());
+      std::vector<std::vector<float>> chunks;
+      std::vector<float> concatenated;
+      for (int32_t member : group) {
+        const auto send = communicator_values<float>(member, group.size() * kElements, 50);
+        chunks.emplace_back(send.begin() + static_cast<std::ptrdiff_t>(index * kElements),
+                            send.begin() + static_cast<std::ptrdiff_t>((index + 1) * kElements));
+        const auto piece = communicator_values<float>(member, kElements, 51);
+        concatenated.insert(concatenated.end(), piece.begin(), piece.end());
+      }
+      REQUIRE(order_matters(chunks));
+      INFO("rank " << rank << ", group of " << group.size());
+      CHECK(bitwise_equal<float>(results[static_cast<size_t>(rank)][g * 2],
+                                 serial_reduce(chunks, ReduceOp::kSum)));
+      CHECK(bitwise_equal<float>(results[static_cast<size_t>(rank)][g * 2 + 1], concatenated));
+    }
+  }
+}
+
+// Fact: broadcast gives every member the root's data, the root being any member (here the third
+// of a dp group and rank 5 of the world), and leaves the root's own data as it was.
+TEST_CASE("in-process broadcast copies a non-first root's data to every member", "[communicator]") {
+  PerRank<float> results(kWorld);
+  run_ranks([&](Communicator& comm) {
+    const int32_t rank = comm.rank();
+    std::vector<float> dp = communicator_values<float>(rank, kElements, 60);
+    comm.broadcast(dp, dp_group(rank)[2], dp_group(rank));
+    std::vector<float> world = communicator_values<float>(rank, kElements, 61);
+    comm.broadcast(world, 5, world_group());
+    results[static_cast<size_t>(rank)] = {dp, world};
+  });
+  for (int32_t rank = 0; rank < kWorld; ++rank) {
+    INFO("rank " << rank);
+    CHECK(bitwise_equal<float>(results[static_cast<size_t>(rank)][0],
+                               communicator_values<float>(dp_group(rank)[2], kElements, 60)));
+    CHECK(bitwise_equal<float>(results[static_cast<size_t>(rank)][1],
+                               communicator_values<float>(5, kElements, 61)));
+  }
+}
+
+// Fact: messages between two ranks with the same tag arrive in the order sent; a receiver may
+// take tags in another order than they were sent (send never waits for the receiver). Each rank
+// sends to the next around the ring: three messages of tag 7 (sizes 1, 2, 3, first element the
+// message number), then tag 1 and tag 2; the receiver takes tag 7 three times, then tag 2 before
+// tag 1.
+TEST_CASE("in-process send/recv keeps FIFO order per tag and lets tags be received out of order",
+          "[communicator]") {
+  PerRank<float> results(kWorld);
+  run_ranks([&](Communicator& comm) {
+    const int32_t rank = comm.rank();
+    const int32_t next = (rank + 1) % kWorld;
+    const int32_t previous = (rank + kWorld - 1) % kWorld;
+    for (size_t m = 0; m < 3; ++m) {
+      std::vector<float> message(m + 1, static_cast<float>(rank));
+      message[0] = static_cast<float>(m);
+      comm.send(message, next, 7);
+    }
+    comm.send(std::vector<float>{100.0f + static_cast<float>(rank)}, next, 1);
+    comm.send(std::vector<float>{200.0f + static_cast<float>(rank)}, next, 2);
+    auto& mine = results[static_cast<size_t>(rank)];
+    for (size_t m = 0; m < 3; ++m) {
+      std::vector<float> message(m + 1);
+      comm.recv(message, previous, 7);
+      mine.push_back(message);
+    }
+    std::vector<float> two(1);
+    comm.recv(two, previous, 2);
+    std::vector<float> one(1);
+    comm.recv(one, previous, 1);
+    mine.push_back(two);
+    mine.push_back(one);
+  });
+  for (int32_t rank = 0; rank < kWorld; ++rank) {
+    INFO("rank " << rank);
+    const auto previous = static_cast<float>((rank + kWorld - 1) % kWorld);
+    const auto& mine = results[static_cast<size_t>(rank)];
+    CHECK(mine[0] == std::vector<float>{0});
+    CHECK(mine[1] == std::vector<float>{1, previous});
+    CHECK(mine[2] == std::vector<float>{2, previous, previous});
+    CHECK(mine[3] == std::vector<float>{200 + previous});
+    CHECK(mine[4] == std::vector<float>{100 + previous});
+  }
+}
+
+// Fact: no rank leaves the barrier before every rank has entered it: each rank counts itself in
+// before the barrier and reads the count after; every read is the world size.
+TEST_CASE("in-process barrier releases no rank before all have arrived", "[communicator]") {
+  std::atomic<int32_t> arrived{0};
+  std::vector<int32_t> seen(kWorld);
+  run_ranks([&](Communicator& comm) {
+    if (comm.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    arrived.fetch_add(1);
+    comm.barrier();
+    seen[static_cast<size_t>(comm.rank())] = arrived.load();
+  });
+  CHECK(seen == std::vector<int32_t>(kWorld, kWorld));
+}
+
+// Fact: abort() wakes a rank blocked in a collective whose other members never come and a rank
+// blocked in recv of a message never sent; both throw std::runtime_error("another rank failed"),
+// as does every later call.
+TEST_CASE(
+    "in-process abort releases ranks blocked in a collective and in recv, and fails later "
+    "calls",
+    "[communicator]") {
+  InProcessWorld world(3);
+  const std::vector<Group> groups = {{0, 1, 2}};
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      const std::unique_ptr<Communicator> comm = world.communicator(rank);
+      comm->register_groups(groups);
+      std::vector<float> data(4, 1.0f);
+      try {
+        if (rank == 0) {
+          comm->all_reduce(std::span<float>(data), groups[0], ReduceOp::kSum);
+        } else {
+          comm->recv(data, 2, 0);
+        }
+        errors[static_cast<size_t>(rank)] = "returned";
+      } catch (const std::runtime_error& error) {
+        errors[static_cast<size_t>(rank)] = error.what();
+      }
+    });
+  }
+  // Long enough for both ranks to be waiting; were they not yet, they would throw on entry.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK_FALSE(world.aborted());
+  world.abort();
+  for (std::thread& thread : threads) thread.join();
+  CHECK(errors == std::vector<std::string>{"another rank failed", "another rank failed"});
+  const std::unique_ptr<Communicator> late = world.communicator(2);
+  CHECK_THROWS_WITH(late->barrier(), "another rank failed");
+  CHECK_THROWS_WITH(late->send(std::vector<float>{1}, 0, 0), "another rank failed");
+}
+
+}  // namespace
+}  // namespace strata
