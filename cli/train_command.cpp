@@ -51,10 +51,10 @@ struct TrainCommandOptions {
 CompiledPlan compile_train_plan(TrainCommandOptions& options) {
   PlanFlags& flags = options.flags;
   if (options.backend != "cpu") {
-    throw InputError(kCommandLine, "--backend",
-                     fmt::format("'{}' is not built; this build runs the cpu backend",
-                                 options.backend),
-                     "use --backend cpu");
+    throw InputError(
+        kCommandLine, "--backend",
+        fmt::format("'{}' is not built; this build runs the cpu backend", options.backend),
+        "use --backend cpu");
   }
   if (flags.dtype && *flags.dtype != "fp32") {
     throw InputError(kCommandLine, "--dtype", "the CPU backend trains in fp32",
@@ -99,7 +99,8 @@ TrainOptions train_options(const TrainCommandOptions& options) {
   if (options.lr <= 0) {
     throw InputError(kCommandLine, "--lr", "must be positive", "e.g. --lr 1e-3");
   }
-  if (options.checkpoint_every < 0 || (options.checkpoint_every > 0 && options.checkpoint_dir.empty())) {
+  if (options.checkpoint_every < 0 ||
+      (options.checkpoint_every > 0 && options.checkpoint_dir.empty())) {
     throw InputError(kCommandLine, "--checkpoint-every",
                      "needs a positive count and --checkpoint-dir",
                      "e.g. --checkpoint-dir ckpt --checkpoint-every 5");
@@ -184,14 +185,14 @@ int run_train(TrainCommandOptions& options) {
     {
       MpiCommunicator comm;
       if (size != compiled.plan.gpus()) {
-        throw InputError(kCommandLine, "mpirun -np",
-                         fmt::format("started {} processes; the plan has {} ranks", size,
-                                     compiled.plan.gpus()),
-                         fmt::format("run mpirun -np {}", compiled.plan.gpus()));
+        throw InputError(
+            kCommandLine, "mpirun -np",
+            fmt::format("started {} processes; the plan has {} ranks", size, compiled.plan.gpus()),
+            fmt::format("run mpirun -np {}", compiled.plan.gpus()));
       }
       if (comm.rank() == 0) {
-        std::printf("strata train: %s, %lld ranks as MPI processes\n",
-                    compiled.model.name.c_str(), static_cast<long long>(compiled.plan.gpus()));
+        std::printf("strata train: %s, %lld ranks as MPI processes\n", compiled.model.name.c_str(),
+                    static_cast<long long>(compiled.plan.gpus()));
       }
       result = train_rank(compiled, train, comm, on_step);
       writes_outputs = comm.rank() == 0;
@@ -216,8 +217,7 @@ void add_train_command(CLI::App& app, std::function<int()>& run) {
   CLI::App* command = app.add_subcommand(
       "train", "Run a plan for real: train a GPT-2-style model on byte-level text, rank by rank");
   add_plan_flags(*command, options->flags);
-  command->add_option("--backend", options->backend, "Where ranks compute (cpu)")
-      ->type_name("cpu");
+  command->add_option("--backend", options->backend, "Where ranks compute (cpu)")->type_name("cpu");
   command
       ->add_option("--comm", options->comm,
                    "Ranks as threads of this process (inprocess) or as MPI processes (mpi, under "
@@ -233,8 +233,9 @@ void add_train_command(CLI::App& app, std::function<int()>& run) {
                       "Clip the global gradient norm to this (default 1.0; 0: off)");
   command->add_option("--checkpoint-dir", options->checkpoint_dir, "Where checkpoints go")
       ->type_name("DIR");
-  command->add_option("--checkpoint-every", options->checkpoint_every,
-                      "Write a checkpoint every K steps")
+  command
+      ->add_option("--checkpoint-every", options->checkpoint_every,
+                   "Write a checkpoint every K steps")
       ->type_name("K");
   command->add_flag("--resume", options->resume,
                     "Continue from the newest complete checkpoint in --checkpoint-dir");

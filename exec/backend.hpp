@@ -44,14 +44,13 @@ class Backend {
   virtual void synchronize() = 0;
 
   // Kernels: the contracts of kernels/cpu/kernels.hpp.
-  virtual void matmul_forward(float* out, const float* inp, const float* weight,
-                              const float* bias, int64_t n, int64_t c, int64_t oc) = 0;
+  virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+                              int64_t n, int64_t c, int64_t oc) = 0;
   virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                const float* inp, const float* weight, int64_t n, int64_t c,
                                int64_t oc) = 0;
   virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                                 const float* weight, const float* bias, int64_t n,
-                                 int64_t c) = 0;
+                                 const float* weight, const float* bias, int64_t n, int64_t c) = 0;
   virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                   const float* inp, const float* weight, const float* mean,
                                   const float* rstd, int64_t n, int64_t c) = 0;
@@ -71,8 +70,8 @@ class Backend {
                                  const float* wpe, int64_t vocab_start, int64_t v, int64_t b,
                                  int64_t t, int64_t c) = 0;
   virtual void embedding_backward(float* dwte, float* dwpe, const float* dout,
-                                  const int32_t* tokens, int64_t vocab_start, int64_t v,
-                                  int64_t b, int64_t t, int64_t c) = 0;
+                                  const int32_t* tokens, int64_t vocab_start, int64_t v, int64_t b,
+                                  int64_t t, int64_t c) = 0;
   virtual void row_max(float* maxes, const float* logits, int64_t n, int64_t v) = 0;
   virtual void cross_entropy_partials(float* sums, float* targets_logit, const float* logits,
                                       const float* maxes, const int32_t* targets,
@@ -81,8 +80,7 @@ class Backend {
                                     const float* targets_logit, int64_t n) = 0;
   virtual void cross_entropy_backward(float* dlogits, const float* logits, const float* maxes,
                                       const float* sums, const int32_t* targets,
-                                      int64_t vocab_start, float scale, int64_t n,
-                                      int64_t v) = 0;
+                                      int64_t vocab_start, float scale, int64_t n, int64_t v) = 0;
   virtual double sum_of_squares(const float* x, int64_t n) = 0;
   virtual void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
                             const cpu::AdamWConfig& config, int64_t step, double grad_scale) = 0;

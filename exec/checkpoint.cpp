@@ -82,6 +82,7 @@ void append_u64(std::string& out, uint64_t value) {
 }
 
 void append_floats(std::string& out, const std::vector<float>& values) {
+  if (values.empty()) return;
   if constexpr (std::endian::native == std::endian::little) {
     out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
   } else {
@@ -353,7 +354,8 @@ void write_checkpoint_shard(const std::string& dir, int32_t rank, const Checkpoi
   std::error_code error;
   fs::create_directories(step_dir, error);
   // Ranks create the same directory concurrently: one that lost the race sees it already there.
-  if (error && !fs::is_directory(step_dir)) {
+  std::error_code ignored;
+  if (error && !fs::is_directory(step_dir, ignored)) {
     fail(dir, context,
          fmt::format("cannot create the directory '{}': {}", step_dir.string(), error.message()));
   }
@@ -378,7 +380,8 @@ void write_checkpoint_manifest(const std::string& dir, int64_t step, int32_t wor
                              "put --checkpoint-dir on a file system every rank shares, and let "
                              "every rank write its shard before rank 0 writes the manifest"};
   const fs::path path = manifest_path(dir, step);
-  if (fs::exists(path)) {
+  std::error_code ignored;
+  if (fs::exists(path, ignored)) {
     fail(path, context,
          fmt::format("already exists: the checkpoint of step {} is never overwritten", step));
   }

@@ -46,8 +46,7 @@ class Communicator {
   virtual void reduce_scatter(std::span<const float> send, std::span<float> recv,
                               RankGroup group) = 0;
   // recv (group.size() * n): chunk i is member i's send (n).
-  virtual void all_gather(std::span<const float> send, std::span<float> recv,
-                          RankGroup group) = 0;
+  virtual void all_gather(std::span<const float> send, std::span<float> recv, RankGroup group) = 0;
   // data (n) on every member becomes root's (root is a global rank in the group).
   virtual void broadcast(std::span<float> data, int32_t root, RankGroup group) = 0;
   virtual void send(std::span<const float> data, int32_t peer, int32_t tag) = 0;

@@ -67,16 +67,16 @@ class CpuBackend final : public Backend {
   void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) override {
     cpu::gelu_backward(dinp, inp, dout, n);
   }
-  void attention_forward(float* out, float* att, const float* qkv, int64_t b, int64_t t,
-                         int64_t nh, int64_t hs) override {
+  void attention_forward(float* out, float* att, const float* qkv, int64_t b, int64_t t, int64_t nh,
+                         int64_t hs) override {
     cpu::attention_forward(out, att, qkv, b, t, nh, hs);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                           int64_t b, int64_t t, int64_t nh, int64_t hs) override {
     cpu::attention_backward(dqkv, dout, qkv, att, b, t, nh, hs);
   }
-  void residual_forward(float* out, const float* residual, const float* branch,
-                        const float* bias, int64_t n, int64_t c) override {
+  void residual_forward(float* out, const float* residual, const float* branch, const float* bias,
+                        int64_t n, int64_t c) override {
     cpu::residual_forward(out, residual, branch, bias, n, c);
   }
   void residual_backward(float* dbias, const float* dout, int64_t n, int64_t c) override {
@@ -86,8 +86,7 @@ class CpuBackend final : public Backend {
     for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
   }
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
-                         int64_t vocab_start, int64_t v, int64_t b, int64_t t,
-                         int64_t c) override {
+                         int64_t vocab_start, int64_t v, int64_t b, int64_t t, int64_t c) override {
     cpu::embedding_forward(out, tokens, wte, wpe, vocab_start, v, b, t, c);
   }
   void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,

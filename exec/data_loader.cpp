@@ -26,8 +26,9 @@ TextDataset::TextDataset(const std::string& path, int64_t seq_len, uint64_t seed
   windows_ = (static_cast<int64_t>(bytes_.size()) - 1) / seq_len;
   if (windows_ < 2) {
     throw InputError(path, flag,
-                     "holds " + std::to_string(bytes_.size()) + " bytes, fewer than two windows of " +
-                         std::to_string(seq_len + 1) + " (seq_len + 1)",
+                     "holds " + std::to_string(bytes_.size()) +
+                         " bytes, fewer than two windows of " + std::to_string(seq_len + 1) +
+                         " (seq_len + 1)",
                      "give a longer text or a shorter --seq-len");
   }
 }
@@ -65,8 +66,8 @@ MicroBatchTokens micro_batch_tokens(const TextDataset& data, int64_t first_seque
                                     int64_t global_batch, int64_t dp, int64_t dp_rank,
                                     int64_t micro_batch_size, int64_t micro_batch) {
   const int64_t t = data.seq_len();
-  const int64_t first = first_sequence_of_step + dp_rank * (global_batch / dp) +
-                        micro_batch * micro_batch_size;
+  const int64_t first =
+      first_sequence_of_step + dp_rank * (global_batch / dp) + micro_batch * micro_batch_size;
   MicroBatchTokens tokens;
   tokens.inputs.resize(static_cast<size_t>(micro_batch_size * t));
   tokens.targets.resize(static_cast<size_t>(micro_batch_size * t));

@@ -36,8 +36,8 @@ void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
     refuse("linear_bias", "the CPU executor runs GPT-2's biased projections only");
   if (plan.seq_len > model.max_seq) {
     throw InputError("command line", "seq_len (--seq-len)",
-                     fmt::format("{} is longer than the model's {} learned positions",
-                                 plan.seq_len, model.max_seq),
+                     fmt::format("{} is longer than the model's {} learned positions", plan.seq_len,
+                                 model.max_seq),
                      fmt::format("use --seq-len {} or less", model.max_seq));
   }
   if (model.vocab % plan.tp != 0 || model.ffn_hidden % plan.tp != 0) {

@@ -88,7 +88,6 @@ std::vector<ParamBlock> rank_param_blocks(const ModelSpec& model, const Parallel
                                           int64_t stage, int64_t tp_rank);
 
 // The initial values of this TP rank's shard of `spec` (shard_size(tp) elements, row-major).
-std::vector<float> initial_shard(const ParamSpec& spec, uint64_t seed, int64_t tp_rank,
-                                 int64_t tp);
+std::vector<float> initial_shard(const ParamSpec& spec, uint64_t seed, int64_t tp_rank, int64_t tp);
 
 }  // namespace strata

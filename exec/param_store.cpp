@@ -8,9 +8,8 @@
 
 namespace strata {
 
-ParamStore::ParamStore(Backend& backend, const std::vector<ParamBlock>& blocks,
-                       int64_t zero_stage, int64_t dp, int64_t dp_rank, int64_t tp,
-                       int64_t tp_rank, uint64_t seed)
+ParamStore::ParamStore(Backend& backend, const std::vector<ParamBlock>& blocks, int64_t zero_stage,
+                       int64_t dp, int64_t dp_rank, int64_t tp, int64_t tp_rank, uint64_t seed)
     : backend_(backend), zero_(dp > 1 ? zero_stage : 0), dp_(dp), dp_rank_(dp_rank) {
   for (const ParamBlock& block : blocks) {
     BlockState state{block.kind, block.layer, {}};
@@ -35,9 +34,8 @@ ParamStore::ParamStore(Backend& backend, const std::vector<ParamBlock>& blocks,
         const int64_t first = dp_rank * p.chunk;
         const int64_t count = std::max<int64_t>(0, std::min(p.chunk, p.size - first));
         if (count > 0) {
-          backend.upload(p.master.data(),
-                         std::span(values).subspan(static_cast<size_t>(first),
-                                                   static_cast<size_t>(count)));
+          backend.upload(p.master.data(), std::span(values).subspan(static_cast<size_t>(first),
+                                                                    static_cast<size_t>(count)));
         }
         p.chunk_grad = DeviceTensor(backend, p.chunk);
         p.m = DeviceTensor(backend, p.chunk);

@@ -65,9 +65,7 @@ class ParamStore {
   void release_params(BlockState& block);
   // The gradient this rank reduces further or updates with: the full one under ZeRO 0, the owned
   // chunk otherwise.
-  float* reduced_grad(ParamState& p) {
-    return zero_ == 0 ? p.grad.data() : p.chunk_grad.data();
-  }
+  float* reduced_grad(ParamState& p) { return zero_ == 0 ? p.grad.data() : p.chunk_grad.data(); }
   int64_t reduced_size(const ParamState& p) const { return zero_ == 0 ? p.size : p.chunk; }
   // Sum of squares of the reduced gradients that count in the global norm.
   double gradient_sum_of_squares();

@@ -86,8 +86,7 @@ RankRuntime::Impl::Impl(const CompiledPlan& compiled, int32_t rank, Backend& bac
           before.layer < 0 && !edge_blocks.contains(dep)) {
         edge_blocks[dep] = block_of_role(task.role);
       }
-      if (task.role == TaskRole::kGradSync && task.layer < 0 &&
-          before.kind == TaskKind::kCompute) {
+      if (task.role == TaskRole::kGradSync && task.layer < 0 && before.kind == TaskKind::kCompute) {
         edge_blocks[id] = block_of_role(before.role);
       }
     }
@@ -100,15 +99,12 @@ RankRuntime::Impl::Impl(const CompiledPlan& compiled, int32_t rank, Backend& bac
   }
 }
 
-RankGroup RankRuntime::Impl::group(const Task& task) const {
-  return graph.group(task.group).ranks;
-}
+RankGroup RankRuntime::Impl::group(const Task& task) const { return graph.group(task.group).ranks; }
 
 BlockState& RankRuntime::Impl::edge_block(TaskId id) {
   const auto found = edge_blocks.find(id);
   STRATA_ASSERT(found != edge_blocks.end(), fmt::format("task {} names no parameter block", id));
-  BlockState* block =
-      found->second == BlockKind::kEmbedding ? params.embedding() : params.head();
+  BlockState* block = found->second == BlockKind::kEmbedding ? params.embedding() : params.head();
   STRATA_ASSERT(block != nullptr, fmt::format("task {}: this rank holds no such block", id));
   return *block;
 }
@@ -260,8 +256,8 @@ void RankRuntime::Impl::run_collective(TaskId id, const Task& task) {
     case TaskRole::kMlpUp: {
       LayerActivations& a = acts(task);
       if (gather) {  // the norm's output, for the product (forward) or its weight gradient
-        const auto field = task.role == TaskRole::kQkv ? &LayerActivations::ln1
-                                                       : &LayerActivations::ln2;
+        const auto field =
+            task.role == TaskRole::kQkv ? &LayerActivations::ln1 : &LayerActivations::ln2;
         gather_rows(task, stored(field, a), full.data());
       } else {  // backward: the input gradient's partial sums
         reduce_rows(task, dfull.data(), rows.data());
@@ -294,9 +290,9 @@ void RankRuntime::Impl::run_collective(TaskId id, const Task& task) {
     case TaskRole::kPipeGradient: {
       // Each TP rank received its 1/t slice of the boundary tensor; gather the whole.
       float* whole = task.role == TaskRole::kPipeActivation ? resid.data() : dresid.data();
-      comm.all_gather(std::span<const float>(pipe_buffer.data(),
-                                             static_cast<size_t>(s.n * s.c / s.tp)),
-                      std::span(whole, static_cast<size_t>(s.n * s.c)), group(task));
+      comm.all_gather(
+          std::span<const float>(pipe_buffer.data(), static_cast<size_t>(s.n * s.c / s.tp)),
+          std::span(whole, static_cast<size_t>(s.n * s.c)), group(task));
       return;
     }
     case TaskRole::kGradSync: {
@@ -310,16 +306,17 @@ void RankRuntime::Impl::run_collective(TaskId id, const Task& task) {
           if (block.kind != BlockKind::kLayer) params.gather_params(block, comm, group(task));
         }
       } else {
-        for (BlockState* block : gathered_blocks(id, task)) params.gather_params(*block, comm, group(task));
+        for (BlockState* block : gathered_blocks(id, task))
+          params.gather_params(*block, comm, group(task));
       }
       return;
     case TaskRole::kEmbeddingGradSync: {
       // The two copies of a tied embedding: the first stage's and the last stage's.
       BlockState* block = params.embedding();
       ParamState& wte = block != nullptr ? block->params[kWte] : params.head()->params[kHeadWte];
-      comm.all_reduce(std::span(params.reduced_grad(wte),
-                                static_cast<size_t>(params.reduced_size(wte))),
-                      group(task), ReduceOp::kSum);
+      comm.all_reduce(
+          std::span(params.reduced_grad(wte), static_cast<size_t>(params.reduced_size(wte))),
+          group(task), ReduceOp::kSum);
       return;
     }
     case TaskRole::kSequenceParallelGradSync:
@@ -369,8 +366,7 @@ RankRuntime::RankRuntime(const CompiledPlan& compiled, int32_t rank, Backend& ba
                          Communicator& comm, const TextDataset& data,
                          const OptimizerConfig& optimizer, uint64_t seed)
     : rank_(rank) {
-  const RankCoord coord =
-      RankLayout(compiled.plan, compiled.cluster.gpus_per_node).coord(rank);
+  const RankCoord coord = RankLayout(compiled.plan, compiled.cluster.gpus_per_node).coord(rank);
   params_ = std::make_unique<ParamStore>(
       backend, rank_param_blocks(compiled.model, compiled.plan, coord.pp, coord.tp),
       compiled.plan.zero_stage, compiled.plan.dp, coord.dp, compiled.plan.tp, coord.tp, seed);

@@ -40,9 +40,9 @@ struct MeasuredTask {
 };
 
 struct StepMeasurement {
-  double loss_sum = 0;          // summed token losses on this rank (last stage, tp rank 0)
-  int64_t loss_tokens = 0;      // tokens behind loss_sum
-  double grad_norm = 0;         // the global gradient norm before clipping
+  double loss_sum = 0;              // summed token losses on this rank (last stage, tp rank 0)
+  int64_t loss_tokens = 0;          // tokens behind loss_sum
+  double grad_norm = 0;             // the global gradient norm before clipping
   std::vector<MeasuredTask> tasks;  // this rank's tasks in id order
 };
 

@@ -47,9 +47,8 @@ HeadActivations& RankRuntime::Impl::head(const Task& task) {
 const int32_t* RankRuntime::Impl::tokens(int64_t micro_batch, bool targets) {
   auto found = step_tokens.find(micro_batch);
   if (found == step_tokens.end()) {
-    const MicroBatchTokens batch = micro_batch_tokens(data, first_sequence, plan.global_batch,
-                                                      plan.dp, dp_rank, plan.micro_batch,
-                                                      micro_batch);
+    const MicroBatchTokens batch = micro_batch_tokens(
+        data, first_sequence, plan.global_batch, plan.dp, dp_rank, plan.micro_batch, micro_batch);
     found = step_tokens
                 .emplace(micro_batch, std::make_pair(DeviceTokens(backend, batch.inputs),
                                                      DeviceTokens(backend, batch.targets)))
@@ -110,8 +109,8 @@ void RankRuntime::Impl::run_forward(const Task& task) {
     case TaskRole::kLmHead: {
       HeadActivations& h = head(task);
       const float* input = s.sequence_parallel ? h.lnf_full.data() : h.lnf.data();
-      backend.matmul_forward(h.logits.data(), input, head_weight(params).param.data(), nullptr,
-                             s.n, s.c, s.vocab);
+      backend.matmul_forward(h.logits.data(), input, head_weight(params).param.data(), nullptr, s.n,
+                             s.c, s.vocab);
       return;
     }
     case TaskRole::kLoss: {
@@ -120,8 +119,8 @@ void RankRuntime::Impl::run_forward(const Task& task) {
       loss_collectives_seen = 0;
       if (!tp) {
         backend.cross_entropy_partials(h.sums.data(), h.target_logits.data(), h.logits.data(),
-                                       h.maxes.data(), tokens(task.micro_batch, true),
-                                       vocab_start, s.n, s.vocab);
+                                       h.maxes.data(), tokens(task.micro_batch, true), vocab_start,
+                                       s.n, s.vocab);
         finish_loss(h);
       }
       return;
@@ -155,8 +154,7 @@ void RankRuntime::Impl::run_forward(const Task& task) {
       LayerActivations& atty_owner = scores_only ? scratch_acts : a;
       float* atty = out(&LayerActivations::atty, atty_owner, s.n * s.attn);
       backend.attention_forward(atty, out(&LayerActivations::att, a, s.b * s.heads * s.t * s.t),
-                                stored(&LayerActivations::qkv, a), s.b, s.t, s.heads,
-                                s.head_dim);
+                                stored(&LayerActivations::qkv, a), s.b, s.t, s.heads, s.head_dim);
       return;
     }
     case TaskRole::kAttnOut:
@@ -168,16 +166,15 @@ void RankRuntime::Impl::run_forward(const Task& task) {
                                rows.data(), param(layer, kAttnProjB), s.r, s.c);
       return;
     case TaskRole::kNorm2:
-      backend.layernorm_forward(out(&LayerActivations::ln2, a, s.r * s.c),
-                                out(&LayerActivations::ln2_mean, a, s.r),
-                                out(&LayerActivations::ln2_rstd, a, s.r),
-                                stored(&LayerActivations::x_mid, a), param(layer, kLn2W),
-                                param(layer, kLn2B), s.r, s.c);
+      backend.layernorm_forward(
+          out(&LayerActivations::ln2, a, s.r * s.c), out(&LayerActivations::ln2_mean, a, s.r),
+          out(&LayerActivations::ln2_rstd, a, s.r), stored(&LayerActivations::x_mid, a),
+          param(layer, kLn2W), param(layer, kLn2B), s.r, s.c);
       return;
     case TaskRole::kMlpUp: {
       const float* input = s.sequence_parallel ? full.data() : stored(&LayerActivations::ln2, a);
-      backend.matmul_forward(out(&LayerActivations::fch, a, s.n * s.ffn), input,
-                             param(layer, kFcW), param(layer, kFcB), s.n, s.c, s.ffn);
+      backend.matmul_forward(out(&LayerActivations::fch, a, s.n * s.ffn), input, param(layer, kFcW),
+                             param(layer, kFcB), s.n, s.c, s.ffn);
       return;
     }
     case TaskRole::kMlpAct:
@@ -244,9 +241,9 @@ void RankRuntime::Impl::run_backward(const Task& task) {
       if (!dlogits.allocated()) dlogits = DeviceTensor(backend, s.n * s.vocab);
       // The step's loss is the mean over every token of the global batch.
       const auto scale = static_cast<float>(1.0 / static_cast<double>(plan.global_batch * s.t));
-      backend.cross_entropy_backward(dlogits.data(), h.logits.data(), h.maxes.data(),
-                                     h.sums.data(), tokens(task.micro_batch, true), vocab_start,
-                                     scale, s.n, s.vocab);
+      backend.cross_entropy_backward(dlogits.data(), h.logits.data(), h.maxes.data(), h.sums.data(),
+                                     tokens(task.micro_batch, true), vocab_start, scale, s.n,
+                                     s.vocab);
       return;
     }
     case TaskRole::kLmHead: {
@@ -261,8 +258,8 @@ void RankRuntime::Impl::run_backward(const Task& task) {
       HeadActivations& h = head(task);
       BlockState& hb = *params.head();
       backend.layernorm_backward(dresid.data(), grad(hb, kLnfW), grad(hb, kLnfB), rows.data(),
-                                 h.x.data(), param(hb, kLnfW), h.lnf_mean.data(),
-                                 h.lnf_rstd.data(), s.r, s.c);
+                                 h.x.data(), param(hb, kLnfW), h.lnf_mean.data(), h.lnf_rstd.data(),
+                                 s.r, s.c);
       return;
     }
     case TaskRole::kEmbedding: {
@@ -290,10 +287,9 @@ void RankRuntime::Impl::run_backward(const Task& task) {
       backend.gelu_backward(dfch.data(), a.fch.data(), dfch_gelu.data(), s.n * s.ffn);
       return;
     case TaskRole::kMlpUp:
-      backend.matmul_backward(tp ? dfull.data() : rows.data(), grad(layer, kFcW),
-                              grad(layer, kFcB), dfch.data(),
-                              s.sequence_parallel ? full.data() : a.ln2.data(), param(layer, kFcW),
-                              s.n, s.c, s.ffn);
+      backend.matmul_backward(tp ? dfull.data() : rows.data(), grad(layer, kFcW), grad(layer, kFcB),
+                              dfch.data(), s.sequence_parallel ? full.data() : a.ln2.data(),
+                              param(layer, kFcW), s.n, s.c, s.ffn);
       return;
     case TaskRole::kNorm2:
       backend.layernorm_backward(partial.data(), grad(layer, kLn2W), grad(layer, kLn2B),
@@ -313,15 +309,14 @@ void RankRuntime::Impl::run_backward(const Task& task) {
                                  s.heads, s.head_dim);
       return;
     case TaskRole::kQkv:
-      backend.matmul_backward(tp ? dfull.data() : rows.data(), grad(layer, kQkvW),
-                              grad(layer, kQkvB), dqkv.data(),
-                              s.sequence_parallel ? full.data() : a.ln1.data(),
-                              param(layer, kQkvW), s.n, s.c, s.qkv);
+      backend.matmul_backward(
+          tp ? dfull.data() : rows.data(), grad(layer, kQkvW), grad(layer, kQkvB), dqkv.data(),
+          s.sequence_parallel ? full.data() : a.ln1.data(), param(layer, kQkvW), s.n, s.c, s.qkv);
       return;
     case TaskRole::kNorm1:
       backend.layernorm_backward(partial.data(), grad(layer, kLn1W), grad(layer, kLn1B),
-                                 rows.data(), a.x_in.data(), param(layer, kLn1W),
-                                 a.ln1_mean.data(), a.ln1_rstd.data(), s.r, s.c);
+                                 rows.data(), a.x_in.data(), param(layer, kLn1W), a.ln1_mean.data(),
+                                 a.ln1_rstd.data(), s.r, s.c);
       backend.accumulate(dresid.data(), partial.data(), s.r * s.c);
       return;
     default:

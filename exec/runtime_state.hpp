@@ -28,7 +28,7 @@ struct RuntimeShapes {
 // tasks (kActivations, kLayerInput, kAttentionScores); a forward op whose field is not allocated
 // writes a scratch buffer instead (what the recompute modes throw away).
 struct LayerActivations {
-  DeviceTensor x_in;  // (R,C) the layer's input (the full-recompute checkpoint)
+  DeviceTensor x_in;                     // (R,C) the layer's input (the full-recompute checkpoint)
   DeviceTensor ln1, ln1_mean, ln1_rstd;  // (R,C) (R) (R)
   DeviceTensor qkv;                      // (N,3C/t)
   DeviceTensor att;                      // (B,NH/t,T,T) softmax probabilities
@@ -40,10 +40,10 @@ struct LayerActivations {
 
 // The last stage's head for one micro-batch (kHeadActivations).
 struct HeadActivations {
-  DeviceTensor x;                        // (R,C) the final norm's input
-  DeviceTensor lnf, lnf_mean, lnf_rstd;  // (R,C) (R) (R)
-  DeviceTensor lnf_full;                 // (N,C) gathered under sequence parallelism
-  DeviceTensor logits;                   // (N,V/t)
+  DeviceTensor x;                                   // (R,C) the final norm's input
+  DeviceTensor lnf, lnf_mean, lnf_rstd;             // (R,C) (R) (R)
+  DeviceTensor lnf_full;                            // (N,C) gathered under sequence parallelism
+  DeviceTensor logits;                              // (N,V/t)
   DeviceTensor maxes, sums, target_logits, losses;  // (N)
 };
 
@@ -91,8 +91,8 @@ struct RankRuntime::Impl {
   ParamStore& params;
   RuntimeShapes s;
   int64_t stage = 0, dp_rank = 0;
-  std::vector<TaskId> program;                 // this rank's tasks, in id order
-  std::map<TaskId, BlockKind> edge_blocks;     // layer -1 DP tasks: the block they act on
+  std::vector<TaskId> program;              // this rank's tasks, in id order
+  std::map<TaskId, BlockKind> edge_blocks;  // layer -1 DP tasks: the block they act on
 
   // The step being run.
   int64_t step = 0;
@@ -100,22 +100,22 @@ struct RankRuntime::Impl {
   StepMeasurement measurement;
   double grad_norm = 0;
   bool grad_norm_reduced = false;  // a grad-norm collective ran this step
-  int loss_collectives_seen = 0;  // of the current micro-batch's three
+  int loss_collectives_seen = 0;   // of the current micro-batch's three
   // Per micro-batch of the step: input tokens (first stage) and targets (last stage).
   std::map<int64_t, std::pair<DeviceTokens, DeviceTokens>> step_tokens;
 
   std::map<std::pair<int32_t, int32_t>, LayerActivations> layer_acts;
   std::map<int32_t, HeadActivations> head_acts;
   LayerActivations scratch_acts;
-  DeviceTensor resid;     // (R,C) the residual stream of the pass
-  DeviceTensor dresid;    // (R,C) its gradient
-  DeviceTensor full;      // (N,C) gathered rows (norm output or gradient)
-  DeviceTensor partial;   // (N,C) a row-parallel product's partial sums
-  DeviceTensor rows;      // (R,C) reduced rows
-  DeviceTensor dfull;     // (N,C) the gradient of a column-parallel product's input
+  DeviceTensor resid;    // (R,C) the residual stream of the pass
+  DeviceTensor dresid;   // (R,C) its gradient
+  DeviceTensor full;     // (N,C) gathered rows (norm output or gradient)
+  DeviceTensor partial;  // (N,C) a row-parallel product's partial sums
+  DeviceTensor rows;     // (R,C) reduced rows
+  DeviceTensor dfull;    // (N,C) the gradient of a column-parallel product's input
   DeviceTensor datty, dqkv, dfch, dfch_gelu;  // gradients of the layer's inner tensors
-  DeviceTensor dlogits;   // (N,V/t)
-  DeviceTensor pipe_buffer;  // a pipeline message (N*C/t)
+  DeviceTensor dlogits;                       // (N,V/t)
+  DeviceTensor pipe_buffer;                   // a pipeline message (N*C/t)
 };
 
 }  // namespace strata

@@ -97,8 +97,8 @@ RankRun run_rank(const CompiledPlan& compiled, const TrainOptions& options, Comm
   std::unique_ptr<Backend> backend = make_cpu_backend();
   RankRuntime runtime(compiled, rank, *backend, comm, data, options.optimizer, options.seed);
   if (first_step > 0) {
-    const std::string file =
-        checkpoint_step_dir(options.checkpoint_dir, first_step) + fmt::format("/rank-{:05}.bin", rank);
+    const std::string file = checkpoint_step_dir(options.checkpoint_dir, first_step) +
+                             fmt::format("/rank-{:05}.bin", rank);
     const CheckpointShard shard = read_checkpoint_shard(options.checkpoint_dir, first_step, rank);
     runtime.params().load(shard.tensors, file);
   }
@@ -109,7 +109,8 @@ RankRun run_rank(const CompiledPlan& compiled, const TrainOptions& options, Comm
     comm.barrier();
     const auto start = std::chrono::steady_clock::now();
     StepMeasurement m = runtime.run_step(step);
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // Reporting, outside the graph (as Megatron-LM averages its logged loss): the loss over the
     // last stage's ranks, the slowest rank's time.
     std::array<double, 2> loss{m.loss_sum, static_cast<double>(m.loss_tokens)};
@@ -209,10 +210,10 @@ int64_t checkpoint_to_resume(const CompiledPlan& compiled, const TrainOptions& o
   verify_checkpoint(options.checkpoint_dir, *step, static_cast<int32_t>(compiled.plan.gpus()),
                     run_identity(compiled, options));
   if (*step >= options.steps) {
-    throw InputError("command line", "--steps",
-                     fmt::format("is {}, but the checkpoint has {} steps done already",
-                                 options.steps, *step),
-                     fmt::format("ask for more than {} steps", *step));
+    throw InputError(
+        "command line", "--steps",
+        fmt::format("is {}, but the checkpoint has {} steps done already", options.steps, *step),
+        fmt::format("ask for more than {} steps", *step));
   }
   return *step;
 }
@@ -261,8 +262,7 @@ TrainResult train_in_process(const CompiledPlan& compiled, const TrainOptions& o
 }
 
 TrainResult train_rank(const CompiledPlan& compiled, const TrainOptions& options,
-                       Communicator& comm,
-                       const std::function<void(const StepReport&)>& on_step) {
+                       Communicator& comm, const std::function<void(const StepReport&)>& on_step) {
   const int64_t first_step = checkpoint_to_resume(compiled, options);
   const TextDataset data(options.data_path, compiled.plan.seq_len, options.seed, "--data");
   if (comm.world_size() > 1) cpu::set_matmul_threads(1);

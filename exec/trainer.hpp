@@ -68,8 +68,7 @@ TrainResult train_in_process(const CompiledPlan& compiled, const TrainOptions& o
 // Trains as rank comm.rank() of an MPI job (world size = the plan's GPUs). Every process returns
 // the same reports; only rank 0's result holds the measured tasks.
 TrainResult train_rank(const CompiledPlan& compiled, const TrainOptions& options,
-                       Communicator& comm,
-                       const std::function<void(const StepReport&)>& on_step);
+                       Communicator& comm, const std::function<void(const StepReport&)>& on_step);
 
 // The JSON object a checkpoint records and a resume must match: model, plan, seed, data.
 std::string run_identity(const CompiledPlan& compiled, const TrainOptions& options);

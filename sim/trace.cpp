@@ -181,9 +181,9 @@ std::string trace_json(const CompiledPlan& compiled, const std::vector<TaskTimin
                        const std::vector<std::vector<MemorySample>>& memory,
                        const nlohmann::json& metadata) {
   const TaskGraph& graph = compiled.graph;
-  STRATA_ASSERT(static_cast<int64_t>(tasks.size()) == graph.size(),
-                fmt::format("the timing has {} tasks; the graph has {}", tasks.size(),
-                            graph.size()));
+  STRATA_ASSERT(
+      static_cast<int64_t>(tasks.size()) == graph.size(),
+      fmt::format("the timing has {} tasks; the graph has {}", tasks.size(), graph.size()));
   STRATA_ASSERT(memory.size() == graph.ranks().size(),
                 fmt::format("{} memory timelines for a graph of {} ranks", memory.size(),
                             graph.ranks().size()));

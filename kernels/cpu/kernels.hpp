@@ -44,8 +44,8 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, 
 // dinp (N,C) = rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)); dweight (C) += the
 // column sums of dout * norm; dbias (C) += the column sums of dout.
 template <typename T>
-void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
-                        const T* weight, const T* mean, const T* rstd, int64_t n, int64_t c);
+void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                        const T* mean, const T* rstd, int64_t n, int64_t c);
 
 // GELU, tanh approximation (GPT-2): out (n) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 template <typename T>
@@ -58,8 +58,7 @@ void gelu_backward(T* dinp, const T* inp, const T* dout, int64_t n);
 // att (B,NH,T,T) receives the softmax probabilities of scale * q.k (scale 1/sqrt(HS)), zero above
 // the diagonal; out (B,T,NH*HS) = att @ v.
 template <typename T>
-void attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, int64_t nh,
-                       int64_t hs);
+void attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, int64_t nh, int64_t hs);
 // dqkv (B,T,3*NH*HS) = the gradient of out with respect to qkv, from dout (B,T,NH*HS) and the
 // saved att; written (=).
 template <typename T>
@@ -85,8 +84,8 @@ void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe
 // dwte (V,C) += dout rows of the tokens in the shard; dwpe (T,C) += the sum over the batch
 // (skipped when dwpe is null). Accumulates in token order, so the result is deterministic.
 template <typename T>
-void embedding_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens,
-                        int64_t vocab_start, int64_t v, int64_t b, int64_t t, int64_t c);
+void embedding_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int64_t vocab_start,
+                        int64_t v, int64_t b, int64_t t, int64_t c);
 
 // Softmax cross-entropy over a vocabulary shard (Megatron's vocabulary-parallel loss), in three
 // local steps around the reductions the caller runs over the shards:

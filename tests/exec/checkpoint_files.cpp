@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <bit>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -125,6 +124,12 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+std::vector<uint32_t> bits(const std::vector<float>& values) {
+  std::vector<uint32_t> result;
+  for (float value : values) result.push_back(std::bit_cast<uint32_t>(value));
+  return result;
+}
+
 void overwrite_u64(std::string& bytes, std::size_t offset, uint64_t value) {
   for (int i = 0; i < 8; ++i) bytes[offset + i] = static_cast<char>((value >> (8 * i)) & 0xffu);
 }
@@ -173,8 +178,7 @@ TEST_CASE("Shards of three ranks written concurrently read back bit-identical af
       CHECK(read.tensors[t].name == expected.tensors[t].name);
       REQUIRE(read.tensors[t].values.size() == expected.tensors[t].values.size());
       // Compare bits: NaN != NaN as floats, and -0 == +0.
-      CHECK(std::memcmp(read.tensors[t].values.data(), expected.tensors[t].values.data(),
-                        expected.tensors[t].values.size() * sizeof(float)) == 0);
+      CHECK(bits(read.tensors[t].values) == bits(expected.tensors[t].values));
     }
   }
 }

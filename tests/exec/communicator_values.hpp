@@ -14,7 +14,8 @@
 namespace strata::test {
 
 // Element k of member `rank`'s buffer in the call numbered `call`: +-m x {big, 1, 0.37, 1e-3}
-// with m in [1, 2), big = 1e8 in float and 1e17 in double (splitmix64 picks).
+// with m in [1, 2) of full precision (so sums of big values round too), big = 1e8 in float and
+// 1e17 in double; splitmix64 of (rank, call, k) picks.
 template <typename T>
 T communicator_value(int32_t rank, size_t k, uint64_t call) {
   uint64_t h = (static_cast<uint64_t>(rank) << 40) ^ (call << 20) ^ k;
@@ -24,7 +25,7 @@ T communicator_value(int32_t rank, size_t k, uint64_t call) {
   h ^= h >> 31;
   const T big = sizeof(T) == sizeof(float) ? T(1e8) : T(1e17);
   const T magnitudes[] = {big, T(1), T(0.37), T(1e-3)};
-  const T mantissa = T(1) + static_cast<T>((h >> 16) % 1024) / T(1024);
+  const T mantissa = static_cast<T>(1.0 + static_cast<double>(h >> 12) * 0x1p-52);
   const T value = magnitudes[h % 4] * mantissa;
   return ((h >> 8) & 1) != 0 ? -value : value;
 }

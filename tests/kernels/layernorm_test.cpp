@@ -91,6 +91,24 @@ TEST_CASE("layernorm applies the affine after normalizing: out = norm * weight +
 }
 
 TEST_CASE(
+    "layernorm with a null bias equals bias 0, and a null dbias leaves dinp and dweight "
+    "unchanged") {
+  LayerNormInputs in;
+  in.bias.assign(kC, 0.0);
+  const LayerNormOutputs zero_bias = run_layernorm<double>(in);
+  std::vector<double> out(kN * kC), mean(kN), rstd(kN), dinp(kN * kC);
+  auto dweight = in.dweight;
+  const double* no_bias = nullptr;
+  layernorm_forward(out.data(), mean.data(), rstd.data(), in.inp.data(), in.weight.data(), no_bias,
+                    kN, kC);
+  layernorm_backward(dinp.data(), dweight.data(), static_cast<double*>(nullptr), in.dout.data(),
+                     in.inp.data(), in.weight.data(), mean.data(), rstd.data(), kN, kC);
+  CHECK(out == zero_bias.out);
+  CHECK(dinp == zero_bias.dinp);
+  CHECK(dweight == zero_bias.dweight);
+}
+
+TEST_CASE(
     "layernorm backward (float64) equals central differences of sum(out * R): dinp, "
     "dweight and dbias, the last two accumulated") {
   LayerNormInputs in;

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Checks `strata train` as a user runs it, one check per call, in a fresh directory.
+#
+# Usage: train_outputs.sh CHECK STRATA_BINARY SOURCE_DIR
+# Exit 77 (CTest's SKIP_RETURN_CODE for these tests) when a check needs a tool that is missing:
+# the mpi check without mpirun.
+set -euo pipefail
+
+check=$1 strata=$2 src=$3
+kSkip=77
+source "$src/tests/cli/output_helpers.sh"
+
+data="$src/scenarios/data/kjv-genesis-exodus.txt"
+# dp 2 x tp 2 with ZeRO 1: sharded optimizer states in every rank's checkpoint.
+plan=(--model tiny-gpt --dp 2 --tp 2 --zero 1 --seq-len 32 --micro-batch 2 --global-batch 8
+      --lr 3e-3 --seed 11 --data "$data")
+
+# Runs strata expecting exit code 2; stderr goes to stderr.txt.
+run_refused() {
+  echo "run: strata $*"
+  local rc=0
+  "$strata" "$@" >stdout.txt 2>stderr.txt </dev/null || rc=$?
+  [[ $rc -eq 2 ]] || fail "exit code $rc, expected 2; stderr: $(<stderr.txt)"
+  [[ $(wc -l <stderr.txt) -eq 1 ]] || fail "expected one line of error, got: $(<stderr.txt)"
+}
+
+case $check in
+  resume_bit_identical)
+    # Steps 0-9 in one run give the same losses, bit for bit, as steps 0-4, a checkpoint, then a
+    # resumed 5-9 (JSON doubles print with 17 significant digits, so equal text is equal bits).
+    run_strata train "${plan[@]}" --steps 10 --json whole.json
+    run_strata train "${plan[@]}" --steps 5 --checkpoint-dir ckpt --checkpoint-every 5 \
+      --json first.json
+    [[ -f ckpt/step-00000005/manifest.json ]] || fail "no manifest after step 5"
+    run_strata train "${plan[@]}" --steps 10 --checkpoint-dir ckpt --resume --json resumed.json
+    check_py '
+import json, sys
+whole, first, resumed = (json.load(open(f)) for f in sys.argv[1:4])
+assert resumed["first_step"] == 5, resumed["first_step"]
+assert first["losses"] == whole["losses"][:5], (first["losses"], whole["losses"][:5])
+assert resumed["losses"] == whole["losses"][5:], (resumed["losses"], whole["losses"][5:])
+' whole.json first.json resumed.json
+    ;;
+  truncated_checkpoint_refused)
+    # A checkpoint cut short on purpose is refused with exit code 2, naming the file, before any
+    # rank starts: no JSON written, every checkpoint file unchanged.
+    run_strata train "${plan[@]}" --steps 4 --checkpoint-dir ckpt --checkpoint-every 2
+    shard=ckpt/step-00000004/rank-00001.bin
+    size=$(stat -c %s "$shard")
+    truncate -s $((size - 100)) "$shard"
+    before=$(find ckpt -type f -exec md5sum {} + | sort)
+    run_refused train "${plan[@]}" --steps 6 --checkpoint-dir ckpt --resume --json out.json
+    grep -q "rank-00001.bin" stderr.txt || fail "the message does not name the shard: $(<stderr.txt)"
+    [[ ! -e out.json ]] || fail "a refused resume wrote out.json"
+    after=$(find ckpt -type f -exec md5sum {} + | sort)
+    [[ "$before" == "$after" ]] || fail "a refused resume changed the checkpoint files"
+    ;;
+  memory_refused)
+    # A plan whose memory plan does not fit the rank's memory is refused before it runs, with
+    # the figures: what it needs and what each rank has.
+    run_refused train "${plan[@]}" --steps 2 --device-memory 0.01 --json out.json
+    grep -q "needs .* GiB per rank" stderr.txt || fail "no figures: $(<stderr.txt)"
+    grep -q "each rank has 0.010 GiB" stderr.txt || fail "no device figure: $(<stderr.txt)"
+    [[ ! -e out.json ]] || fail "a refused run wrote out.json"
+    ;;
+  mpi_equals_inprocess)
+    # Ranks as MPI processes (mpirun -np 4, oversubscribed) and as threads give identical losses:
+    # both communicators sum in group order.
+    if ! command -v mpirun >/dev/null; then
+      echo "skipped: mpirun is not installed (scripts/setup installs openmpi-bin)"
+      exit $kSkip
+    fi
+    run_strata train "${plan[@]}" --steps 3 --json threads.json
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+    mpi=(mpirun -np 4 --oversubscribe)
+    [[ $(id -u) -eq 0 ]] && mpi+=(--allow-run-as-root)
+    echo "run: ${mpi[*]} strata train ${plan[*]} --steps 3 --comm mpi --json mpi.json"
+    rc=0
+    "${mpi[@]}" "$strata" train "${plan[@]}" --steps 3 --comm mpi --json mpi.json \
+      >stdout.txt 2>stderr.txt </dev/null || rc=$?
+    [[ $rc -eq 0 ]] || fail "mpirun exit code $rc; stderr: $(<stderr.txt)"
+    check_py '
+import json, sys
+threads, mpi = (json.load(open(f)) for f in sys.argv[1:3])
+assert mpi["comm"] == "mpi" and threads["comm"] == "inprocess"
+assert mpi["losses"] == threads["losses"], (mpi["losses"], threads["losses"])
+' threads.json mpi.json
+    ;;
+  *)
+    fail "unknown check"
+    ;;
+esac
+echo "ok: $check"

@@ -1,0 +1,40 @@
+// Learning: tiny-gpt (zoo) trained on the shipped text starts at the loss of a uniform guess,
+// ln(256) = 5.545, and gets below 2.5 nats per byte within 150 steps of 8 x 64 bytes (one rank,
+// AdamW lr 3e-3). Measured when written: 2.48 by step 96; about 45 s on 2 idle cores.
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "common/zoo.hpp"
+#include "exec/trainer.hpp"
+#include "models/model_reader.hpp"
+#include "plan/compile.hpp"
+
+namespace strata {
+
+TEST_CASE("tiny-gpt learns the shipped text: loss from ln(256) to below 2.5 within 150 steps",
+          "[exec][learning]") {
+  const ModelSpec model = load_model("tiny-gpt");
+  ParallelPlan plan;
+  plan.micro_batch = 8;
+  plan.global_batch = 8;
+  plan.seq_len = 64;
+  plan.dtype = DType::kFp32;
+  const CompiledPlan compiled =
+      compile_plan(model, cpu_host_cluster(1, int64_t{1} << 32), plan, GraphMode::kFull);
+  TrainOptions options;
+  options.steps = 150;
+  options.data_path = std::string(STRATA_SOURCE_DIR) + "/scenarios/data/kjv-genesis-exodus.txt";
+  options.optimizer.adamw.lr = 3e-3;
+  options.optimizer.adamw.weight_decay = 0.1;
+  const TrainResult run = train_in_process(compiled, options, {});
+  REQUIRE(run.steps.size() == 150);
+  CHECK(run.steps.front().loss == Approx(std::log(256.0)).epsilon(0.02));
+  double last = 0;
+  for (size_t i = run.steps.size() - 10; i < run.steps.size(); ++i) last += run.steps[i].loss;
+  CHECK(last / 10 < 2.5);
+}
+
+}  // namespace strata
