@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/calibrate_command.hpp"
 #include "cli/check_command.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/search_command.hpp"
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   strata::cli::add_check_command(app, run);
   strata::cli::add_search_command(app, run);
   strata::cli::add_train_command(app, run);
+  strata::cli::add_calibrate_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& done) {

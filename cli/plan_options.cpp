@@ -104,11 +104,13 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
                      "DeepSpeed config JSON (zero stage, micro-batch, accumulation, dtype)");
 }
 
-PlanInputs resolve_plan_inputs(const PlanFlags& flags) {
+PlanInputs resolve_plan_inputs(const PlanFlags& flags,
+                               const std::optional<ClusterSpec>& measured_cluster) {
   Scenario scenario;
+  const bool has_cluster = !flags.cluster.empty() || measured_cluster;
   if (!flags.scenario.empty()) {
     scenario = read_scenario(flags.scenario);
-  } else if (flags.model.empty() || flags.cluster.empty()) {
+  } else if (flags.model.empty() || !has_cluster) {
     throw InputError(kCommandLine, flags.model.empty() ? "--model" : "--cluster", "missing",
                      fmt::format("give --model and --cluster (zoo names or paths), or --scenario "
                                  "FILE (e.g. {})",
@@ -117,7 +119,10 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags) {
   const std::string model_name = flags.model.empty() ? scenario.model : flags.model;
   const std::string cluster_name = flags.cluster.empty() ? scenario.cluster : flags.cluster;
   const std::string where = flags.scenario.empty() ? kCommandLine : flags.scenario;
-  PlanInputs inputs{load_model(model_name), load_cluster(cluster_name), scenario.plan};
+  PlanInputs inputs{
+      load_model(model_name),
+      cluster_name.empty() && measured_cluster ? *measured_cluster : load_cluster(cluster_name),
+      scenario.plan};
   ParallelPlan& plan = inputs.plan;
 
   const auto set = [](std::optional<int64_t> flag, int64_t& out) {

@@ -42,8 +42,10 @@ struct PlanInputs {
   ParallelPlan plan;
 };
 
-// Throws InputError naming the file or flag at fault.
-PlanInputs resolve_plan_inputs(const PlanFlags& flags);
+// Throws InputError naming the file or flag at fault. `measured_cluster` (a calibration file's
+// host) stands in when neither --cluster nor a scenario names one.
+PlanInputs resolve_plan_inputs(const PlanFlags& flags,
+                               const std::optional<ClusterSpec>& measured_cluster = {});
 
 // The scenario `make demo` runs when no model is given.
 inline constexpr const char* kDefaultScenario = "scenarios/default.json";

@@ -147,11 +147,13 @@ GraphMode graph_mode(const SimulateCommandOptions& options) {
 
 int run_simulate(const SimulateCommandOptions& options) {
   const GraphMode mode = graph_mode(options);
-  const PlanInputs inputs = resolve_plan_inputs(options.flags);
+  std::optional<Calibration> calibration;
+  if (!options.calibration_path.empty()) calibration = load_calibration(options.calibration_path);
+  const PlanInputs inputs =
+      resolve_plan_inputs(options.flags, calibration ? calibration->cluster : std::nullopt);
   SimOptions sim = parse_rank_options(options, inputs.plan.gpus());
   if (options.price) sim.price_usd_per_gpu_hour = parse_price(*options.price);
-  if (!options.calibration_path.empty())
-    sim.calibration = load_calibration(options.calibration_path);
+  sim.calibration = std::move(calibration);
 
   const CompiledPlan compiled = compile_plan(inputs.model, inputs.cluster, inputs.plan, mode);
   if (!compiled.validation.ok()) {
@@ -204,7 +206,9 @@ void add_simulate_command(CLI::App& app, std::function<int()>& run) {
       ->type_name("USD_PER_GPU_HOUR");
   command
       ->add_option("--calibration", options->calibration_path,
-                   "Measured efficiency tables (JSON, as strata calibrate writes them)")
+                   "Measured efficiency tables (JSON, as strata calibrate writes them); a file "
+                   "that describes its host (strata calibrate --backend cpu) also serves as the "
+                   "cluster when --cluster is not given")
       ->type_name("FILE");
   command->add_option("--json", options->json_path, "Write the report as JSON")->type_name("FILE");
   command

@@ -2,8 +2,10 @@
 // `strata calibrate` writes them (format in sim/README.md):
 //   {"devices": [{"device": "a100-80gb", "comm_slowdown": 0.1, "launch_overhead_us": 4,
 //                 "ops": {"matmul": {"flops_efficiency": [[1e9, 0.55], [1e11, 0.74]],
-//                                    "memory_efficiency": [[1e6, 0.3], [1e9, 0.85]]}}}]}
-// Op kinds a file leaves out keep the built-in tables of that device.
+//                                    "memory_efficiency": [[1e6, 0.3], [1e9, 0.85]]}}}],
+//    "cluster": {...}}
+// Op kinds a file leaves out keep the built-in tables of that device. "cluster" (optional) is a
+// cluster object as in topologies/clusters/, with its device inline: the machine measured.
 
 #include <algorithm>
 #include <cmath>
@@ -20,7 +22,7 @@ namespace strata {
 
 namespace {
 
-constexpr std::string_view kFileFields[] = {"devices"};
+constexpr std::string_view kFileFields[] = {"devices", "cluster", "measurements"};
 constexpr std::string_view kDeviceFields[] = {"device", "comm_slowdown", "launch_overhead_us",
                                               "ops"};
 constexpr std::string_view kOpFields[] = {"flops_efficiency", "memory_efficiency"};
@@ -93,6 +95,9 @@ Calibration load_calibration(const std::string& path) {
   for (size_t i = 0; i < devices.size(); ++i) {
     const JsonFields device(devices[i], path, fmt::format("devices[{}]", i));
     calibration.devices.push_back(read_device(device));
+  }
+  if (fields.has("cluster")) {
+    calibration.cluster = parse_cluster_object(fields.at("cluster"), path, "cluster");
   }
   return calibration;
 }

@@ -16,6 +16,7 @@
 
 #include "models/ops.hpp"
 #include "sim/engine.hpp"
+#include "topologies/cluster_spec.hpp"
 #include "topologies/device_spec.hpp"
 
 namespace strata {
@@ -49,6 +50,9 @@ struct DeviceEfficiency {
 struct Calibration {
   std::string source;  // the file it was read from
   std::vector<DeviceEfficiency> devices;
+  // The machine that was measured, when the file describes one (strata calibrate --backend cpu
+  // writes the CPU host as a cluster: its cores, memory, measured peak and bandwidths).
+  std::optional<ClusterSpec> cluster;
 };
 
 // The built-in tables for a device (by name; an unknown device gets tables derived from its

@@ -3,6 +3,7 @@
 #include "sim/simulate.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "common/error.hpp"
+#include "plan/rank_layout.hpp"
 #include "sim/network_model.hpp"
 #include "sim/step_metrics.hpp"
 
@@ -132,10 +134,27 @@ class GraphMapper {
       const ProcessorId processor = engine_.add_processor(contended);
       processor_of_rank[static_cast<size_t>(rank.rank)] = processor;
       rank_devices_.push_back(device);
-      ranks_.push_back({processor, efficiency, slow});
+      ranks_.push_back({processor, efficiency, slow, host_path(device, rank.rank)});
       rank_index_[rank.rank] = static_cast<int32_t>(ranks_.size() - 1);
     }
     return processor_of_rank;
+  }
+
+  // A CPU host's ranks share its cores (processor sharing, as an OS scheduler time-slices
+  // threads): a compute is a flow of its uncontended nanoseconds over the rank's own core (one
+  // ns of work per ns) and the host's cores (host_cores ns per ns), so k computes at once on c
+  // cores each run at min(1, c / k). A folded rank stands for its replicas on the host (weight).
+  // -1 for a GPU.
+  PathId host_path(const DeviceSpec& device, int32_t rank) {
+    if (device.host_cores <= 0) return -1;
+    const int64_t node =
+        RankLayout(compiled_.plan, compiled_.cluster.gpus_per_node).coord(rank).node;
+    auto [host, inserted] = host_links_.try_emplace(node, -1);
+    if (inserted) host->second = engine_.add_link(static_cast<double>(device.host_cores) * 1e9);
+    const LinkId core = engine_.add_link(1e9);
+    const std::array<PathHop, 2> hops{
+        PathHop{core, 1.0f}, PathHop{host->second, static_cast<float>(graph_.replicas_per_rank())}};
+    return engine_.add_path(hops);
   }
 
   int32_t efficiency_index(const DeviceSpec& device) {
@@ -153,10 +172,16 @@ class GraphMapper {
     const auto e = static_cast<size_t>(rank.efficiency);
     TimeNs& time = op_times_[e][static_cast<size_t>(task.op)];
     if (time < 0) time = compute_time_ns(devices_[e], efficiencies_[e], graph_.op(task.op));
-    ActivitySpec spec{.kind = ActivityKind::kCompute, .processor = rank.processor};
-    spec.duration_ns =
+    const TimeNs duration =
         rank.slow == 1.0 ? time
                          : static_cast<TimeNs>(std::llround(static_cast<double>(time) * rank.slow));
+    if (rank.host_path >= 0) {
+      return {.kind = ActivityKind::kFlow,
+              .bytes = static_cast<double>(duration),
+              .path = rank.host_path};
+    }
+    ActivitySpec spec{.kind = ActivityKind::kCompute, .processor = rank.processor};
+    spec.duration_ns = duration;
     return spec;
   }
 
@@ -220,6 +245,7 @@ class GraphMapper {
     ProcessorId processor = kNoProcessor;
     int32_t efficiency = 0;
     double slow = 1.0;
+    PathId host_path = -1;  // a CPU host's shared cores (host_path()), or -1
   };
 
   const CompiledPlan& compiled_;
@@ -236,6 +262,7 @@ class GraphMapper {
   std::map<InstanceKey, Pending> pending_;
   std::map<std::pair<int32_t, int32_t>, int32_t> occurrences_;  // (rank, group) -> collectives
   std::map<int32_t, int64_t> group_members_;                    // group -> members in graph
+  std::map<int64_t, LinkId> host_links_;                        // node -> its shared cores
 };
 
 }  // namespace

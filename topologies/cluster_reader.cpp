@@ -218,6 +218,11 @@ ClusterSpec parse_cluster(const JsonFields& fields) {
 
 }  // namespace
 
+ClusterSpec parse_cluster_object(const nlohmann::json& object, const std::string& where,
+                                 const std::string& field) {
+  return parse_cluster(JsonFields(object, where, field));
+}
+
 ClusterSpec load_cluster(const std::string& name_or_path) {
   const ZooDocument doc = find_in_zoo(embedded_clusters(), {"cluster", "--cluster"}, name_or_path);
   return parse_cluster(JsonFields(doc.json, doc.where));

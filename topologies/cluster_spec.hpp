@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "topologies/collective_tuning.hpp"
 #include "topologies/device_spec.hpp"
 
@@ -48,6 +50,9 @@ struct ClusterSpec {
 // A zoo name (topologies/clusters/*.json) or a path. The "device" field is a device zoo name or
 // an inline device object. Throws InputError; an unknown name lists the known ones.
 ClusterSpec load_cluster(const std::string& name_or_path);
+// A cluster object inside another document (a calibration file's measured host).
+ClusterSpec parse_cluster_object(const nlohmann::json& object, const std::string& where,
+                                 const std::string& field);
 std::vector<std::string> zoo_cluster_names();
 
 const char* to_string(IntraNodeFabric fabric);

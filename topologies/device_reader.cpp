@@ -27,7 +27,8 @@ namespace {
 
 constexpr std::string_view kDeviceFields[] = {
     "name",        "peak_tflops",        "measured_matmul_bf16_tflops", "hbm_gb",
-    "hbm_bw_gbps", "launch_overhead_us", "price_usd_per_hour",          "tdp_watts"};
+    "hbm_bw_gbps", "launch_overhead_us", "price_usd_per_hour",          "tdp_watts",
+    "host_cores"};
 constexpr std::string_view kPeakFields[] = {"bf16", "fp16", "fp32", "tf32", "fp8"};
 
 double tflops_to_flops(double tflops) { return tflops * kFlopsPerTflop; }
@@ -66,6 +67,7 @@ DeviceSpec parse_device(const JsonFields& fields) {
       std::llround(fields.positive_number("launch_overhead_us", true) * 1e3);
   device.price_usd_per_hour = fields.positive_number("price_usd_per_hour", true);
   device.tdp_watts = fields.optional_positive_number("tdp_watts", true).value_or(0);
+  device.host_cores = fields.has("host_cores") ? fields.positive_int("host_cores") : 0;
   return device;
 }
 

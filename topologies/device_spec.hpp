@@ -24,6 +24,9 @@ struct DeviceSpec {
   int64_t launch_overhead_ns = 0;         // per-kernel launch cost
   double price_usd_per_hour = 0;          // assumption, overridable: on-demand cloud price per GPU
   double tdp_watts = 0;                   // 0 when unknown
+  // A CPU host (strata calibrate --backend cpu): the ranks of one node share this many cores, so
+  // their computes slow down when more run at once than there are cores. 0 for a GPU.
+  int64_t host_cores = 0;
 
   // Dense peak FLOP/s for the dtype training computes in (fp32 uses TF32 tensor cores when the
   // device has them, as PyTorch and Megatron do by default for matmuls).

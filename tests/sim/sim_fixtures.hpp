@@ -31,7 +31,7 @@ inline ClusterSpec free_network_cluster() {
 inline Calibration no_launch_overhead(const DeviceSpec& device) {
   DeviceEfficiency eff = default_efficiency(device);
   eff.launch_overhead_ns = 0;
-  return Calibration{"test", {eff}};
+  return Calibration{"test", {eff}, std::nullopt};
 }
 
 }  // namespace strata::test

@@ -1,0 +1,373 @@
+#include "exec/cpu_calibration.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/units.hpp"
+#include "exec/inprocess_communicator.hpp"
+#include "exec/trainer.hpp"
+#include "kernels/cpu/kernels.hpp"
+#include "models/ops.hpp"
+
+namespace strata {
+
+namespace {
+
+constexpr DType kFp32 = DType::kFp32;
+constexpr auto kFwd = Direction::kForward;
+constexpr auto kBwd = Direction::kBackward;
+
+// The best time of one call of `run`, over batches that each last at least `min_seconds`.
+double best_seconds(const std::function<void()>& run, double min_seconds) {
+  using Clock = std::chrono::steady_clock;
+  run();  // warm caches and pages
+  double best = 1e30;
+  for (int batch = 0; batch < 3; ++batch) {
+    int64_t calls = 0;
+    const auto start = Clock::now();
+    double elapsed = 0;
+    do {
+      run();
+      ++calls;
+      elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    } while (elapsed < min_seconds);
+    best = std::min(best, elapsed / static_cast<double>(calls));
+  }
+  return best;
+}
+
+std::vector<float> random_buffer(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+enum class Roof : uint8_t { kFlops, kMemory };
+
+struct Sample {
+  OpKind kind;
+  Roof roof;
+  OpShape op;
+  double seconds;
+  std::string what;
+};
+
+class Sweep {
+ public:
+  explicit Sweep(double min_seconds) : min_seconds_(min_seconds) {}
+
+  void time(OpKind kind, Roof roof, const OpShape& op, std::string what,
+            const std::function<void()>& run) {
+    samples_.push_back({kind, roof, op, best_seconds(run, min_seconds_), std::move(what)});
+  }
+  const std::vector<Sample>& samples() const { return samples_; }
+
+ private:
+  double min_seconds_;
+  std::vector<Sample> samples_;
+};
+
+void sweep_matmul(Sweep& sweep) {
+  for (const int64_t m : {128, 512, 2048}) {
+    for (const auto& [k, n] :
+         {std::pair<int64_t, int64_t>{64, 192}, {256, 256}, {256, 768}, {256, 1024}, {1024, 256}}) {
+      const auto inp = random_buffer(m * k, 1);
+      const auto w = random_buffer(n * k, 2);
+      const auto bias = random_buffer(n, 3);
+      const auto dout = random_buffer(m * n, 4);
+      std::vector<float> out(static_cast<size_t>(m * n));
+      std::vector<float> dinp(static_cast<size_t>(m * k));
+      std::vector<float> dw(static_cast<size_t>(n * k));
+      std::vector<float> db(static_cast<size_t>(n));
+      const std::string shape = fmt::format("{}x{}x{}", m, n, k);
+      sweep.time(
+          OpKind::kMatmul, Roof::kFlops, matmul_op(m, n, k, kFwd, kFp32), "fwd " + shape,
+          [&] { cpu::matmul_forward(out.data(), inp.data(), w.data(), bias.data(), m, k, n); });
+      sweep.time(OpKind::kMatmul, Roof::kFlops, matmul_op(m, n, k, kBwd, kFp32), "bwd " + shape,
+                 [&] {
+                   cpu::matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(),
+                                        w.data(), m, k, n);
+                 });
+    }
+  }
+}
+
+void sweep_attention(Sweep& sweep) {
+  struct Shape {
+    int64_t b, t, nh, hs;
+  };
+  for (const Shape s :
+       {Shape{1, 64, 4, 32}, {4, 64, 8, 32}, {4, 128, 8, 32}, {8, 256, 8, 32}, {2, 256, 4, 64}}) {
+    const int64_t c = s.nh * s.hs;
+    const auto qkv = random_buffer(s.b * s.t * 3 * c, 5);
+    const auto dout = random_buffer(s.b * s.t * c, 6);
+    std::vector<float> out(static_cast<size_t>(s.b * s.t * c));
+    std::vector<float> att(static_cast<size_t>(s.b * s.nh * s.t * s.t));
+    std::vector<float> dqkv(qkv.size());
+    const std::string shape = fmt::format("b{} t{} heads{} hs{}", s.b, s.t, s.nh, s.hs);
+    sweep.time(OpKind::kAttention, Roof::kFlops,
+               attention_op(s.b, s.t, s.nh, s.hs, s.nh, kFwd, kFp32), "fwd " + shape, [&] {
+                 cpu::attention_forward(out.data(), att.data(), qkv.data(), s.b, s.t, s.nh, s.hs);
+               });
+    sweep.time(OpKind::kAttention, Roof::kFlops,
+               attention_op(s.b, s.t, s.nh, s.hs, s.nh, kBwd, kFp32), "bwd " + shape, [&] {
+                 cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), s.b, s.t,
+                                         s.nh, s.hs);
+               });
+  }
+}
+
+void sweep_rowwise(Sweep& sweep) {
+  for (const auto& [rows, width] :
+       {std::pair<int64_t, int64_t>{256, 256}, {1024, 256}, {4096, 256}, {4096, 1024}}) {
+    const int64_t n = rows * width;
+    const auto inp = random_buffer(n, 7);
+    const auto dout = random_buffer(n, 8);
+    const auto w = random_buffer(width, 9);
+    std::vector<float> out(static_cast<size_t>(n)), dinp(static_cast<size_t>(n));
+    std::vector<float> mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
+    std::vector<float> dw(static_cast<size_t>(width)), db(static_cast<size_t>(width));
+    const std::string shape = fmt::format("{}x{}", rows, width);
+    sweep.time(OpKind::kNorm, Roof::kMemory, norm_op(rows, width, kFwd, kFp32), "fwd " + shape,
+               [&] {
+                 cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(),
+                                        w.data(), rows, width);
+               });
+    sweep.time(OpKind::kNorm, Roof::kMemory, norm_op(rows, width, kBwd, kFp32), "bwd " + shape,
+               [&] {
+                 cpu::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(),
+                                         w.data(), mean.data(), rstd.data(), rows, width);
+               });
+    // A residual add with its bias: memory-bound (the plan's 2 FLOPs and 3 tensors per element).
+    sweep.time(OpKind::kElementwise, Roof::kMemory, elementwise_op(n, 2, 3, kFwd, kFp32),
+               "residual " + shape, [&] {
+                 cpu::residual_forward(out.data(), inp.data(), dout.data(), w.data(), rows, width);
+               });
+    // GELU (tanh form): bound by its arithmetic (the plan's 8 FLOPs per element).
+    sweep.time(OpKind::kElementwise, Roof::kFlops, elementwise_op(n, 8, 2, kFwd, kFp32),
+               "gelu fwd " + shape, [&] { cpu::gelu_forward(out.data(), inp.data(), n); });
+    sweep.time(OpKind::kElementwise, Roof::kFlops, elementwise_op(n, 8, 2, kBwd, kFp32),
+               "gelu bwd " + shape,
+               [&] { cpu::gelu_backward(dinp.data(), inp.data(), dout.data(), n); });
+  }
+}
+
+void sweep_embedding_loss_optimizer(Sweep& sweep) {
+  const int64_t width = 256;
+  const int64_t vocab = 256;
+  for (const int64_t tokens : {256, 1024, 4096}) {
+    std::vector<int32_t> ids(static_cast<size_t>(tokens));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 37) % vocab);
+    const auto wte = random_buffer(vocab * width, 10);
+    const auto dout = random_buffer(tokens * width, 11);
+    std::vector<float> out(static_cast<size_t>(tokens * width));
+    std::vector<float> dwte(wte.size());
+    const std::string shape = fmt::format("{} tokens", tokens);
+    sweep.time(OpKind::kEmbedding, Roof::kMemory, embedding_op(tokens, width, vocab, kFwd, kFp32),
+               "fwd " + shape, [&] {
+                 cpu::embedding_forward<float>(out.data(), ids.data(), wte.data(), nullptr, 0,
+                                               vocab, 1, tokens, width);
+               });
+    sweep.time(OpKind::kEmbedding, Roof::kMemory, embedding_op(tokens, width, vocab, kBwd, kFp32),
+               "bwd " + shape, [&] {
+                 cpu::embedding_backward<float>(dwte.data(), nullptr, dout.data(), ids.data(), 0,
+                                                vocab, 1, tokens, width);
+               });
+    const auto logits = random_buffer(tokens * vocab, 12);
+    std::vector<float> maxes(static_cast<size_t>(tokens)), sums(maxes.size()), target(maxes.size()),
+        losses(maxes.size()), dlogits(logits.size());
+    sweep.time(OpKind::kLoss, Roof::kFlops, loss_op(tokens, vocab, kFwd), "fwd " + shape, [&] {
+      cpu::row_max(maxes.data(), logits.data(), tokens, vocab);
+      cpu::cross_entropy_partials(sums.data(), target.data(), logits.data(), maxes.data(),
+                                  ids.data(), 0, tokens, vocab);
+      cpu::cross_entropy_losses(losses.data(), sums.data(), maxes.data(), target.data(), tokens);
+    });
+    sweep.time(OpKind::kLoss, Roof::kFlops, loss_op(tokens, vocab, kBwd), "bwd " + shape, [&] {
+      cpu::cross_entropy_backward(dlogits.data(), logits.data(), maxes.data(), sums.data(),
+                                  ids.data(), 0, 1.0f, tokens, vocab);
+    });
+  }
+  for (const int64_t params : {int64_t{1} << 16, int64_t{1} << 20, int64_t{1} << 22}) {
+    auto p = random_buffer(params, 13);
+    const auto g = random_buffer(params, 14);
+    std::vector<float> m(static_cast<size_t>(params)), v(static_cast<size_t>(params));
+    int64_t step = 0;
+    sweep.time(OpKind::kOptimizer, Roof::kMemory, optimizer_op(params, kFp32),
+               fmt::format("{} parameters", params), [&] {
+                 cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), params, {}, ++step, 1.0);
+               });
+  }
+}
+
+// A single-thread copy's bandwidth (read + write), GB/s.
+double copy_bandwidth_gbps(double min_seconds) {
+  const int64_t n = int64_t{1} << 24;  // 64 MiB of floats
+  const auto src = random_buffer(n, 15);
+  std::vector<float> dst(static_cast<size_t>(n));
+  const double seconds = best_seconds(
+      [&] { std::memcpy(dst.data(), src.data(), static_cast<size_t>(n) * sizeof(float)); },
+      min_seconds);
+  return 2.0 * static_cast<double>(n) * sizeof(float) / seconds / kBytesPerGB;
+}
+
+struct LinearFit {
+  double intercept_s = 0;
+  double seconds_per_byte = 0;
+};
+
+// In-process all-reduce between 2 thread-ranks, least squares of time against bytes.
+LinearFit fit_all_reduce(double min_seconds, nlohmann::json& cases) {
+  std::vector<std::pair<double, double>> points;
+  for (const int64_t elements : {1024, 16384, 262144, 1048576}) {
+    InProcessWorld world(2);
+    const std::vector<int32_t> group{0, 1};
+    double seconds = 0;
+    std::vector<std::thread> threads;
+    for (int32_t rank = 0; rank < 2; ++rank) {
+      threads.emplace_back([&, rank] {
+        std::unique_ptr<Communicator> comm = world.communicator(rank);
+        comm->register_groups({group});
+        auto data = random_buffer(elements, 16 + static_cast<uint32_t>(rank));
+        const double t = best_seconds(
+            [&] { comm->all_reduce(std::span(data), group, ReduceOp::kSum); }, min_seconds);
+        if (rank == 0) seconds = t;
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    const double bytes = static_cast<double>(elements) * sizeof(float);
+    points.emplace_back(bytes, seconds);
+    cases.push_back({{"op", "all_reduce"}, {"ranks", 2}, {"bytes", bytes}, {"seconds", seconds}});
+  }
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [x, y] : points) {
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  const auto n = static_cast<double>(points.size());
+  LinearFit fit;
+  fit.seconds_per_byte = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  fit.intercept_s = std::max(0.0, (sy - fit.seconds_per_byte * sx) / n);
+  return fit;
+}
+
+// [[size, efficiency], ...] in increasing size: samples of one op kind on one roof, the
+// efficiency each needed to take its measured time; equal sizes averaged.
+nlohmann::json curve(const std::vector<Sample>& samples, OpKind kind, Roof roof, double peak_flops,
+                     double bandwidth) {
+  std::map<double, std::pair<double, int>> by_size;
+  for (const Sample& s : samples) {
+    if (s.kind != kind || s.roof != roof) continue;
+    const double size =
+        roof == Roof::kFlops ? static_cast<double>(s.op.flops) : static_cast<double>(s.op.bytes);
+    const double rate = size / s.seconds;
+    const double efficiency =
+        std::clamp(rate / (roof == Roof::kFlops ? peak_flops : bandwidth), 1e-4, 1.0);
+    auto& [sum, count] = by_size[size];
+    sum += efficiency;
+    ++count;
+  }
+  nlohmann::json points = nlohmann::json::array();
+  for (const auto& [size, entry] : by_size) points.push_back({size, entry.first / entry.second});
+  if (points.empty()) points.push_back({1.0, 1.0});  // the roof not measured: never binding
+  return points;
+}
+
+}  // namespace
+
+nlohmann::json calibrate_cpu(const CpuCalibrationOptions& options) {
+  cpu::set_matmul_threads(1);  // as every rank of a multi-rank run
+  const double min_s = options.seconds_per_case;
+  Sweep sweep(min_s);
+  sweep_matmul(sweep);
+  sweep_attention(sweep);
+  sweep_rowwise(sweep);
+  sweep_embedding_loss_optimizer(sweep);
+
+  double peak_flops = 0;
+  for (const Sample& s : sweep.samples()) {
+    if (s.kind == OpKind::kMatmul)
+      peak_flops = std::max(peak_flops, static_cast<double>(s.op.flops) / s.seconds);
+  }
+  const double bandwidth_gbps = copy_bandwidth_gbps(min_s);
+  const double bandwidth = bandwidth_gbps * kBytesPerGB;
+  nlohmann::json cases = nlohmann::json::array();
+  for (const Sample& s : sweep.samples()) {
+    cases.push_back({{"op", to_string(s.kind)},
+                     {"case", s.what},
+                     {"flops", s.op.flops},
+                     {"bytes", s.op.bytes},
+                     {"seconds", s.seconds}});
+  }
+  const LinearFit comm = fit_all_reduce(min_s, cases);
+  // A ring all-reduce of S bytes over 2 ranks takes 2 (latency + S / (2 B)) = 2 latency + S / B.
+  const double link_gbps = 1.0 / comm.seconds_per_byte / kBytesPerGB;
+  const double latency_us = comm.intercept_s / 2 * 1e6;
+
+  nlohmann::json ops;
+  const std::pair<const char*, OpKind> kinds[] = {
+      {"matmul", OpKind::kMatmul},       {"attention", OpKind::kAttention},
+      {"norm", OpKind::kNorm},           {"elementwise", OpKind::kElementwise},
+      {"embedding", OpKind::kEmbedding}, {"loss", OpKind::kLoss},
+      {"optimizer", OpKind::kOptimizer}};
+  for (const auto& [name, kind] : kinds) {
+    ops[name] = {
+        {"flops_efficiency", curve(sweep.samples(), kind, Roof::kFlops, peak_flops, bandwidth)},
+        {"memory_efficiency", curve(sweep.samples(), kind, Roof::kMemory, peak_flops, bandwidth)}};
+  }
+  const double peak_tflops = peak_flops / 1e12;
+  const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
+  const double memory_gb = static_cast<double>(host_bytes_per_rank(options.ranks)) / kBytesPerGB;
+  const nlohmann::json device = {
+      {"name", "cpu-host"},
+      {"peak_tflops", {{"bf16", peak_tflops}, {"fp16", peak_tflops}, {"fp32", peak_tflops}}},
+      {"hbm_gb", memory_gb},
+      {"hbm_bw_gbps", bandwidth_gbps},
+      {"launch_overhead_us", 0},
+      {"price_usd_per_hour", 0},
+      {"host_cores", cores}};
+  const nlohmann::json link = {{"bw_gbps", link_gbps}, {"latency_us", 0}};
+  const nlohmann::json protocol = nlohmann::json::array({{{"protocol", "Simple"},
+                                                          {"max_bytes", 0},
+                                                          {"latency_us", latency_us},
+                                                          {"bw_efficiency", 1}}});
+  const nlohmann::json cluster = {
+      {"name", "cpu-host"},
+      {"device", device},
+      {"gpus_per_node", options.ranks},
+      {"max_nodes", 1},
+      {"intra_node", {{"fabric", "nvswitch"}, {"bw_gbps", link_gbps}, {"latency_us", 0}}},
+      {"pcie", link},
+      {"inter_node",
+       {{"nics_per_node", 1},
+        {"nic_bw_gbps", link_gbps},
+        {"nic_latency_us", 0},
+        {"topology", "fat-tree"},
+        {"oversubscription", 1},
+        {"nodes_per_leaf", 1},
+        {"switch_latency_us", 0}}},
+      {"collectives",
+       {{"in_switch_reduction", false},
+        {"nvlink", protocol},
+        {"net", protocol},
+        {"tree_max_bytes", 0}}}};
+  return {
+      {"devices",
+       {{{"device", "cpu-host"}, {"comm_slowdown", 0}, {"launch_overhead_us", 0}, {"ops", ops}}}},
+      {"cluster", cluster},
+      {"measurements", {{"threads_per_rank", 1}, {"host_cores", cores}, {"cases", cases}}}};
+}
+
+}  // namespace strata
