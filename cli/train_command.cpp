@@ -1,6 +1,7 @@
 #include "cli/train_command.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -33,7 +34,7 @@ struct TrainCommandOptions {
   std::string backend = "cpu";
   std::string comm = "inprocess";
   int64_t steps = 10;
-  std::string data = "scenarios/data/kjv-genesis-exodus.txt";
+  std::string data;  // empty: the shipped text (default_data_path())
   double lr = 1e-3;
   uint64_t seed = 1337;
   double weight_decay = 0.1;
@@ -92,6 +93,14 @@ CompiledPlan compile_train_plan(TrainCommandOptions& options) {
   return compiled;
 }
 
+// The shipped text: scenarios/data/ under the working directory (a clone's root), else under the
+// source tree this binary was built from.
+std::string default_data_path() {
+  const std::string relative = "scenarios/data/kjv-genesis-exodus.txt";
+  if (std::filesystem::exists(relative)) return relative;
+  return std::string(STRATA_SOURCE_DIR) + "/" + relative;
+}
+
 TrainOptions train_options(const TrainCommandOptions& options) {
   if (options.steps < 1) {
     throw InputError(kCommandLine, "--steps", "must be at least 1", "e.g. --steps 100");
@@ -107,7 +116,7 @@ TrainOptions train_options(const TrainCommandOptions& options) {
   }
   TrainOptions train;
   train.steps = options.steps;
-  train.data_path = options.data;
+  train.data_path = options.data.empty() ? default_data_path() : options.data;
   train.seed = options.seed;
   train.optimizer.adamw.lr = options.lr;
   train.optimizer.adamw.weight_decay = options.weight_decay;
@@ -168,14 +177,24 @@ std::vector<OutputFile> train_outputs(const TrainCommandOptions& options,
 int run_train(TrainCommandOptions& options) {
   const CompiledPlan compiled = compile_train_plan(options);
   const TrainOptions train = train_options(options);
-  const auto on_step = [&](const StepReport& r) { print_step(r, train.steps); };
+  // The header goes out with the first step, once the data and any checkpoint were accepted:
+  // a refused run prints nothing on stdout.
+  bool started = false;
+  const auto on_step = [&](const StepReport& r) {
+    if (!started) {
+      std::printf("strata train: %s, %lld ranks as %s (dp %lld x tp %lld x pp %lld), %s\n",
+                  compiled.model.name.c_str(), static_cast<long long>(compiled.plan.gpus()),
+                  options.comm == "mpi" ? "MPI processes" : "threads",
+                  static_cast<long long>(compiled.plan.dp),
+                  static_cast<long long>(compiled.plan.tp),
+                  static_cast<long long>(compiled.plan.pp), train.data_path.c_str());
+      started = true;
+    }
+    print_step(r, train.steps);
+  };
   TrainResult result;
   bool writes_outputs = true;
   if (options.comm == "inprocess") {
-    std::printf("strata train: %s, %lld ranks as threads (dp %lld x tp %lld x pp %lld), %s\n",
-                compiled.model.name.c_str(), static_cast<long long>(compiled.plan.gpus()),
-                static_cast<long long>(compiled.plan.dp), static_cast<long long>(compiled.plan.tp),
-                static_cast<long long>(compiled.plan.pp), train.data_path.c_str());
     result = train_in_process(compiled, train, on_step);
   } else if (options.comm == "mpi") {
 #if STRATA_HAVE_MPI
@@ -189,10 +208,6 @@ int run_train(TrainCommandOptions& options) {
             kCommandLine, "mpirun -np",
             fmt::format("started {} processes; the plan has {} ranks", size, compiled.plan.gpus()),
             fmt::format("run mpirun -np {}", compiled.plan.gpus()));
-      }
-      if (comm.rank() == 0) {
-        std::printf("strata train: %s, %lld ranks as MPI processes\n", compiled.model.name.c_str(),
-                    static_cast<long long>(compiled.plan.gpus()));
       }
       result = train_rank(compiled, train, comm, on_step);
       writes_outputs = comm.rank() == 0;
@@ -224,7 +239,10 @@ void add_train_command(CLI::App& app, std::function<int()>& run) {
                    "mpirun -np GPUS)")
       ->type_name("inprocess|mpi");
   command->add_option("--steps", options->steps, "Optimizer steps to run (default 10)");
-  command->add_option("--data", options->data, "Training text, read as bytes")->type_name("FILE");
+  command
+      ->add_option("--data", options->data,
+                   "Training text, read as bytes (default: scenarios/data/kjv-genesis-exodus.txt)")
+      ->type_name("FILE");
   command->add_option("--lr", options->lr, "AdamW learning rate (default 1e-3)");
   command->add_option("--seed", options->seed, "Seed of the weights and the data order");
   command->add_option("--weight-decay", options->weight_decay,

@@ -227,7 +227,7 @@ struct LinearFit {
 };
 
 // In-process all-reduce between 2 thread-ranks, least squares of time against bytes.
-LinearFit fit_all_reduce(double min_seconds, nlohmann::json& cases) {
+LinearFit fit_all_reduce(nlohmann::json& cases) {
   std::vector<std::pair<double, double>> points;
   for (const int64_t elements : {1024, 16384, 262144, 1048576}) {
     InProcessWorld world(2);
@@ -239,9 +239,19 @@ LinearFit fit_all_reduce(double min_seconds, nlohmann::json& cases) {
         std::unique_ptr<Communicator> comm = world.communicator(rank);
         comm->register_groups({group});
         auto data = random_buffer(elements, 16 + static_cast<uint32_t>(rank));
-        const double t = best_seconds(
-            [&] { comm->all_reduce(std::span(data), group, ReduceOp::kSum); }, min_seconds);
-        if (rank == 0) seconds = t;
+        // Both ranks make the same number of calls (a time limit per rank could leave one
+        // waiting for a partner that stopped): about 16 MiB moved per batch.
+        const int64_t calls = std::clamp<int64_t>((int64_t{1} << 22) / elements, 8, 4096);
+        double best = 1e30;
+        for (int batch = 0; batch < 3; ++batch) {
+          comm->barrier();
+          const auto start = std::chrono::steady_clock::now();
+          for (int64_t call = 0; call < calls; ++call)
+            comm->all_reduce(std::span(data), group, ReduceOp::kSum);
+          const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+          best = std::min(best, elapsed.count() / static_cast<double>(calls));
+        }
+        if (rank == 0) seconds = best;
       });
     }
     for (std::thread& thread : threads) thread.join();
@@ -311,7 +321,7 @@ nlohmann::json calibrate_cpu(const CpuCalibrationOptions& options) {
                      {"bytes", s.op.bytes},
                      {"seconds", s.seconds}});
   }
-  const LinearFit comm = fit_all_reduce(min_s, cases);
+  const LinearFit comm = fit_all_reduce(cases);
   // A ring all-reduce of S bytes over 2 ranks takes 2 (latency + S / (2 B)) = 2 latency + S / B.
   const double link_gbps = 1.0 / comm.seconds_per_byte / kBytesPerGB;
   const double latency_us = comm.intercept_s / 2 * 1e6;

@@ -43,7 +43,7 @@ nlohmann::json collectives_to_json(const ClusterSpec& cluster) {
 // The device format of topologies/README.md, every field written (0 where the device has no
 // TF32, no FP8, no measured matmul rate or no known TDP), so that load_device reads it back.
 nlohmann::json device_to_json(const DeviceSpec& device) {
-  return nlohmann::json{
+  nlohmann::json json{
       {"name", device.name},
       {"peak_tflops",
        {
@@ -60,6 +60,8 @@ nlohmann::json device_to_json(const DeviceSpec& device) {
       {"price_usd_per_hour", device.price_usd_per_hour},
       {"tdp_watts", device.tdp_watts},
   };
+  if (device.host_cores > 0) json["host_cores"] = device.host_cores;  // a CPU host only
+  return json;
 }
 
 // The cluster format of topologies/README.md with the device written inline, so the output
