@@ -1,31 +1,11 @@
 // The linear layer: a matrix product through BLAS, plus a bias.
 
-#include <cblas.h>
-
+#include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/kernels.hpp"
 
 namespace strata::cpu {
-namespace {
 
-// Row-major C (m,n) = alpha * op(A) @ op(B) + beta * C, with op(A) (m,k) and op(B) (k,n); the
-// overloads pick sgemm or dgemm. BLAS wants leading dimensions of at least 1.
-void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k,
-          float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-          float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a, trans_b, static_cast<blasint>(m), static_cast<blasint>(n),
-              static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
-              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
-}
-
-void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k,
-          double alpha, const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
-          double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, trans_a, trans_b, static_cast<blasint>(m), static_cast<blasint>(n),
-              static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
-              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
-}
-
-}  // namespace
+using detail::gemm;
 
 // out is (N,OC), inp (N,C), weight (OC,C), bias (OC) or null.
 template <typename T>

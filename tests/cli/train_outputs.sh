@@ -86,6 +86,33 @@ assert mpi["comm"] == "mpi" and threads["comm"] == "inprocess"
 assert mpi["losses"] == threads["losses"], (mpi["losses"], threads["losses"])
 ' threads.json mpi.json
     ;;
+  trace_matches_simulation)
+    # The measured trace is in the simulator's format: the same processes (ranks), threads
+    # (streams) and task events with the same names and args, so the two compare task by task;
+    # only the times differ. Every measured task has a non-negative duration within the step.
+    shape=(--model tiny-gpt --dp 2 --tp 2 --pp 2 --seq-len 32 --micro-batch 2 --global-batch 8)
+    run_strata train "${shape[@]}" --steps 2 --trace measured.json --json train.json
+    run_strata simulate "${shape[@]}" --dtype fp32 --graph full --cluster dgx-a100 \
+      --trace simulated.json
+    check_py '
+import json, sys
+measured, simulated = (json.load(open(f)) for f in sys.argv[1:3])
+def events(trace):
+  keep = ("task", "phase", "role", "layer", "micro_batch", "chunk", "op", "collective", "p2p", "peer")
+  return sorted((e["pid"], e["tid"], e["name"], e["cat"], tuple((k, e["args"].get(k)) for k in keep))
+                for e in trace["traceEvents"] if e["ph"] == "X")
+def threads(trace):
+  return sorted((e["pid"], e["tid"], e["args"]["name"]) for e in trace["traceEvents"]
+                if e["name"] == "thread_name")
+assert events(measured) == events(simulated), "the task events differ"
+assert threads(measured) == threads(simulated), "the processes or threads differ"
+step_us = measured["metadata"]["step_time_s"] * 1e6
+for e in measured["traceEvents"]:
+  if e["ph"] == "X":
+    assert e["dur"] >= 0 and e["ts"] + e["dur"] <= step_us * 1.01 + 1, e
+assert measured["metadata"]["generator"] == "strata train"
+' measured.json simulated.json
+    ;;
   calibrate_predicts)
     # strata calibrate --backend cpu writes a file that strata simulate takes as both the
     # efficiency tables and the cluster (the measured host), and the prediction of a CPU plan's

@@ -1,6 +1,8 @@
 // Learning: tiny-gpt (zoo) trained on the shipped text starts at the loss of a uniform guess,
-// ln(256) = 5.545, and gets below 2.5 nats per byte within 150 steps of 8 x 64 bytes (one rank,
-// AdamW lr 3e-3). Measured when written: 2.48 by step 96; about 45 s on 2 idle cores.
+// ln(256) = 5.545, and gets below 2.5 nats per byte within 200 steps of 8 x 64 bytes (one rank,
+// AdamW lr 3e-3): the mean of the last 10 steps' losses is checked. Measured when written
+// (strata train --steps 200 --lr 3e-3 --micro-batch 8 --global-batch 8 --seq-len 64): a first
+// step below 2.5 at step 94, a mean of 2.39 over steps 191-200, 61 s on 2 idle cores.
 
 #include <catch2/catch.hpp>
 
@@ -14,7 +16,7 @@
 
 namespace strata {
 
-TEST_CASE("tiny-gpt learns the shipped text: loss from ln(256) to below 2.5 within 150 steps",
+TEST_CASE("tiny-gpt learns the shipped text: loss from ln(256) to below 2.5 within 200 steps",
           "[exec][learning]") {
   const ModelSpec model = load_model("tiny-gpt");
   ParallelPlan plan;
@@ -25,12 +27,12 @@ TEST_CASE("tiny-gpt learns the shipped text: loss from ln(256) to below 2.5 with
   const CompiledPlan compiled =
       compile_plan(model, cpu_host_cluster(1, int64_t{1} << 32), plan, GraphMode::kFull);
   TrainOptions options;
-  options.steps = 150;
+  options.steps = 200;
   options.data_path = std::string(STRATA_SOURCE_DIR) + "/scenarios/data/kjv-genesis-exodus.txt";
   options.optimizer.adamw.lr = 3e-3;
   options.optimizer.adamw.weight_decay = 0.1;
   const TrainResult run = train_in_process(compiled, options, {});
-  REQUIRE(run.steps.size() == 150);
+  REQUIRE(run.steps.size() == 200);
   CHECK(run.steps.front().loss == Approx(std::log(256.0)).epsilon(0.02));
   double last = 0;
   for (size_t i = run.steps.size() - 10; i < run.steps.size(); ++i) last += run.steps[i].loss;
