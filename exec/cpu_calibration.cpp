@@ -72,6 +72,7 @@ class Sweep {
     samples_.push_back({kind, roof, op, best_seconds(run, min_seconds_), std::move(what)});
   }
   const std::vector<Sample>& samples() const { return samples_; }
+  void set_seconds(size_t sample, double seconds) { samples_[sample].seconds = seconds; }
 
  private:
   double min_seconds_;
@@ -210,15 +211,24 @@ void sweep_embedding_loss_optimizer(Sweep& sweep) {
   }
 }
 
-// A single-thread copy's bandwidth (read + write), GB/s.
-double copy_bandwidth_gbps(double min_seconds) {
+// One core's copy bandwidth (read + write), GB/s, while every core copies.
+double copy_bandwidth_gbps(int64_t cores, double min_seconds) {
   const int64_t n = int64_t{1} << 24;  // 64 MiB of floats
-  const auto src = random_buffer(n, 15);
-  std::vector<float> dst(static_cast<size_t>(n));
-  const double seconds = best_seconds(
-      [&] { std::memcpy(dst.data(), src.data(), static_cast<size_t>(n) * sizeof(float)); },
-      min_seconds);
-  return 2.0 * static_cast<double>(n) * sizeof(float) / seconds / kBytesPerGB;
+  std::vector<double> seconds(static_cast<size_t>(cores));
+  std::vector<std::thread> threads;
+  for (size_t core = 0; core < seconds.size(); ++core) {
+    threads.emplace_back([&, core] {
+      const auto src = random_buffer(n, 15);
+      std::vector<float> dst(static_cast<size_t>(n));
+      seconds[core] = best_seconds(
+          [&] { std::memcpy(dst.data(), src.data(), static_cast<size_t>(n) * sizeof(float)); },
+          min_seconds);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  double mean = 0;
+  for (const double s : seconds) mean += s / static_cast<double>(cores);
+  return 2.0 * static_cast<double>(n) * sizeof(float) / mean / kBytesPerGB;
 }
 
 struct LinearFit {
@@ -227,17 +237,23 @@ struct LinearFit {
 };
 
 // In-process all-reduce between 2 thread-ranks, least squares of time against bytes.
-LinearFit fit_all_reduce(nlohmann::json& cases) {
+// In-process all-reduces between pairs of thread-ranks, every rank of the host busy at once (as
+// in training, where `ranks` threads share the cores and a collective waits for its peers to be
+// scheduled); least squares of a pair's time against bytes.
+LinearFit fit_all_reduce(int64_t ranks, nlohmann::json& cases) {
+  const auto world_size = static_cast<int32_t>(std::max<int64_t>(2, ranks / 2 * 2));
+  std::vector<std::vector<int32_t>> pairs;
+  for (int32_t r = 0; r < world_size; r += 2) pairs.push_back({r, r + 1});
   std::vector<std::pair<double, double>> points;
   for (const int64_t elements : {1024, 16384, 262144, 1048576}) {
-    InProcessWorld world(2);
-    const std::vector<int32_t> group{0, 1};
-    double seconds = 0;
+    InProcessWorld world(world_size);
+    std::vector<double> pair_seconds(pairs.size());
     std::vector<std::thread> threads;
-    for (int32_t rank = 0; rank < 2; ++rank) {
+    for (int32_t rank = 0; rank < world_size; ++rank) {
       threads.emplace_back([&, rank] {
+        const std::vector<int32_t>& group = pairs[static_cast<size_t>(rank / 2)];
         std::unique_ptr<Communicator> comm = world.communicator(rank);
-        comm->register_groups({group});
+        comm->register_groups(pairs);
         auto data = random_buffer(elements, 16 + static_cast<uint32_t>(rank));
         // Both ranks make the same number of calls (a time limit per rank could leave one
         // waiting for a partner that stopped): about 16 MiB moved per batch.
@@ -251,13 +267,19 @@ LinearFit fit_all_reduce(nlohmann::json& cases) {
           const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
           best = std::min(best, elapsed.count() / static_cast<double>(calls));
         }
-        if (rank == 0) seconds = best;
+        if (rank % 2 == 0) pair_seconds[static_cast<size_t>(rank / 2)] = best;
       });
     }
     for (std::thread& thread : threads) thread.join();
+    double seconds = 0;
+    for (const double s : pair_seconds) seconds += s / static_cast<double>(pair_seconds.size());
     const double bytes = static_cast<double>(elements) * sizeof(float);
     points.emplace_back(bytes, seconds);
-    cases.push_back({{"op", "all_reduce"}, {"ranks", 2}, {"bytes", bytes}, {"seconds", seconds}});
+    cases.push_back({{"op", "all_reduce"},
+                     {"group_size", 2},
+                     {"concurrent_ranks", world_size},
+                     {"bytes", bytes},
+                     {"seconds", seconds}});
   }
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (const auto& [x, y] : points) {
@@ -267,7 +289,7 @@ LinearFit fit_all_reduce(nlohmann::json& cases) {
     sxy += x * y;
   }
   const auto n = static_cast<double>(points.size());
-  LinearFit fit;
+  LinearFit fit{};
   fit.seconds_per_byte = (n * sxy - sx * sy) / (n * sxx - sx * sx);
   fit.intercept_s = std::max(0.0, (sy - fit.seconds_per_byte * sx) / n);
   return fit;
@@ -295,23 +317,45 @@ nlohmann::json curve(const std::vector<Sample>& samples, OpKind kind, Roof roof,
   return points;
 }
 
+
+// Every core runs the whole sweep at once, each on its own buffers, as every core runs a rank
+// while a plan trains: the kernels meet the contention they meet then (memory bandwidth and
+// caches shared between cores). A case's time is the mean over the cores.
+Sweep sweep_on_every_core(int64_t cores, double min_seconds) {
+  std::vector<Sweep> sweeps(static_cast<size_t>(cores), Sweep(min_seconds));
+  std::vector<std::thread> threads;
+  for (Sweep& sweep : sweeps) {
+    threads.emplace_back([&sweep] {
+      sweep_matmul(sweep);
+      sweep_attention(sweep);
+      sweep_rowwise(sweep);
+      sweep_embedding_loss_optimizer(sweep);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  Sweep mean = sweeps.front();
+  for (size_t i = 0; i < mean.samples().size(); ++i) {
+    double seconds = 0;
+    for (const Sweep& sweep : sweeps) seconds += sweep.samples()[i].seconds;
+    mean.set_seconds(i, seconds / static_cast<double>(cores));
+  }
+  return mean;
+}
+
 }  // namespace
 
 nlohmann::json calibrate_cpu(const CpuCalibrationOptions& options) {
   cpu::set_matmul_threads(1);  // as every rank of a multi-rank run
   const double min_s = options.seconds_per_case;
-  Sweep sweep(min_s);
-  sweep_matmul(sweep);
-  sweep_attention(sweep);
-  sweep_rowwise(sweep);
-  sweep_embedding_loss_optimizer(sweep);
+  const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
+  const Sweep sweep = sweep_on_every_core(cores, min_s);
 
   double peak_flops = 0;
   for (const Sample& s : sweep.samples()) {
     if (s.kind == OpKind::kMatmul)
       peak_flops = std::max(peak_flops, static_cast<double>(s.op.flops) / s.seconds);
   }
-  const double bandwidth_gbps = copy_bandwidth_gbps(min_s);
+  const double bandwidth_gbps = copy_bandwidth_gbps(cores, min_s);
   const double bandwidth = bandwidth_gbps * kBytesPerGB;
   nlohmann::json cases = nlohmann::json::array();
   for (const Sample& s : sweep.samples()) {
@@ -321,7 +365,7 @@ nlohmann::json calibrate_cpu(const CpuCalibrationOptions& options) {
                      {"bytes", s.op.bytes},
                      {"seconds", s.seconds}});
   }
-  const LinearFit comm = fit_all_reduce(cases);
+  const LinearFit comm = fit_all_reduce(options.ranks, cases);
   // A ring all-reduce of S bytes over 2 ranks takes 2 (latency + S / (2 B)) = 2 latency + S / B.
   const double link_gbps = 1.0 / comm.seconds_per_byte / kBytesPerGB;
   const double latency_us = comm.intercept_s / 2 * 1e6;
@@ -338,7 +382,6 @@ nlohmann::json calibrate_cpu(const CpuCalibrationOptions& options) {
         {"memory_efficiency", curve(sweep.samples(), kind, Roof::kMemory, peak_flops, bandwidth)}};
   }
   const double peak_tflops = peak_flops / 1e12;
-  const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
   const double memory_gb = static_cast<double>(host_bytes_per_rank(options.ranks)) / kBytesPerGB;
   const nlohmann::json device = {
       {"name", "cpu-host"},

@@ -226,6 +226,19 @@ std::vector<TaskId> stream_predecessors(const TaskGraph& graph) {
   return previous;
 }
 
+std::vector<TaskId> program_predecessors(const TaskGraph& graph) {
+  std::vector<TaskId> previous(static_cast<size_t>(graph.size()), -1);
+  std::map<int32_t, TaskId> last_on_rank;
+  for (TaskId id = 0; id < graph.size(); ++id) {
+    auto [slot, fresh] = last_on_rank.try_emplace(graph.task(id).rank, id);
+    if (!fresh) {
+      previous[static_cast<size_t>(id)] = slot->second;
+      slot->second = id;
+    }
+  }
+  return previous;
+}
+
 std::string task_name(const TaskGraph& graph, const Task& task) {
   std::string name = to_string(task.phase);
   if (task.layer >= 0) name += fmt::format(" L{}", task.layer);

@@ -183,6 +183,9 @@ class TaskGraph {
 // For each task, the task before it on the same (rank, stream), or -1 for the first: the
 // stream-order edges the simulator, the validator and DOT output all follow.
 std::vector<TaskId> stream_predecessors(const TaskGraph& graph);
+// For each task, the task before it on the same rank whatever the stream, or -1: the order of a
+// backend that runs a rank's program one task at a time (the CPU executor).
+std::vector<TaskId> program_predecessors(const TaskGraph& graph);
 
 // A readable name for traces and DOT: "fwd L3 mb0 qkv", "bwd L3 mb0 attn_out tp all-reduce".
 std::string task_name(const TaskGraph& graph, const Task& task);

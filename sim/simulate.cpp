@@ -73,7 +73,11 @@ class GraphMapper {
   std::optional<StepTimeline> run(TimeNs horizon_ns) {
     const std::vector<ProcessorId> processor_of_rank = add_processors();
     NetworkModel network(graph_, compiled_.cluster, compiled_.plan, engine_, processor_of_rank);
-    const std::vector<TaskId> previous = stream_predecessors(graph_);
+    // A CPU host's ranks run their programs one task at a time in id order (exec/rank_runtime.hpp:
+    // every backend call returns when done), so its streams do not overlap; a GPU's do.
+    const bool host_program_order = compiled_.cluster.device.host_cores > 0;
+    const std::vector<TaskId> previous =
+        host_program_order ? program_predecessors(graph_) : stream_predecessors(graph_);
     const auto n = static_cast<size_t>(graph_.size());
     start_.assign(n, kNoActivity);
     transfer_.assign(n, kNoActivity);
@@ -83,8 +87,14 @@ class GraphMapper {
       const Task& task = graph_.task(id);
       deps.clear();
       for (const TaskId dep : graph_.deps(id)) deps.push_back(finish_[static_cast<size_t>(dep)]);
-      if (previous[static_cast<size_t>(id)] >= 0) {
-        deps.push_back(finish_[static_cast<size_t>(previous[static_cast<size_t>(id)])]);
+      const TaskId before = previous[static_cast<size_t>(id)];
+      if (before >= 0) {
+        // The CPU executor's sends are buffered: its thread goes on once the message is copied
+        // out, without waiting for the receiver.
+        const bool buffered_send = host_program_order && graph_.task(before).kind == TaskKind::kP2p &&
+                                   graph_.task(before).p2p == P2pKind::kSend;
+        deps.push_back(buffered_send ? start_[static_cast<size_t>(before)]
+                                     : finish_[static_cast<size_t>(before)]);
       }
       switch (task.kind) {
         case TaskKind::kCompute:
