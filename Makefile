@@ -60,6 +60,8 @@ bench: build
 	build/default/bench/strata_bench_reference_compare
 	build/default/bench/strata_bench_nccl_compare
 	build/default/bench/strata_bench_search
+	build/default/bench/strata_bench_exec_cpu
+	build/default/bench/strata_bench_exec_vs_sim
 
 format:
 	clang-format -i $(CXX_SOURCES)
