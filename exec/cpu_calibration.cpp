@@ -317,7 +317,6 @@ nlohmann::json curve(const std::vector<Sample>& samples, OpKind kind, Roof roof,
   return points;
 }
 
-
 // Every core runs the whole sweep at once, each on its own buffers, as every core runs a rank
 // while a plan trains: the kernels meet the contention they meet then (memory bandwidth and
 // caches shared between cores). A case's time is the mean over the cores.

@@ -91,7 +91,8 @@ class GraphMapper {
       if (before >= 0) {
         // The CPU executor's sends are buffered: its thread goes on once the message is copied
         // out, without waiting for the receiver.
-        const bool buffered_send = host_program_order && graph_.task(before).kind == TaskKind::kP2p &&
+        const bool buffered_send = host_program_order &&
+                                   graph_.task(before).kind == TaskKind::kP2p &&
                                    graph_.task(before).p2p == P2pKind::kSend;
         deps.push_back(buffered_send ? start_[static_cast<size_t>(before)]
                                      : finish_[static_cast<size_t>(before)]);

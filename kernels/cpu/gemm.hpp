@@ -18,16 +18,16 @@ inline blasint blas_size(int64_t n) {
   return static_cast<blasint>(n);
 }
 
-inline void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n,
-                 int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-                 float beta, float* c, int64_t ldc) {
+inline void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k,
+                 float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                 float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, trans_a, trans_b, blas_size(m), blas_size(n), blas_size(k), alpha, a,
               blas_size(lda), b, blas_size(ldb), beta, c, blas_size(ldc));
 }
 
-inline void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n,
-                 int64_t k, double alpha, const double* a, int64_t lda, const double* b,
-                 int64_t ldb, double beta, double* c, int64_t ldc) {
+inline void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k,
+                 double alpha, const double* a, int64_t lda, const double* b, int64_t ldb,
+                 double beta, double* c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, trans_a, trans_b, blas_size(m), blas_size(n), blas_size(k), alpha, a,
               blas_size(lda), b, blas_size(ldb), beta, c, blas_size(ldc));
 }
