@@ -12,6 +12,7 @@
 #include "cli/plan_options.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/units.hpp"
 #include "exec/trainer.hpp"
 #include "plan/plan_json.hpp"
 #include "sim/trace.hpp"
@@ -27,7 +28,6 @@ namespace strata::cli {
 namespace {
 
 constexpr const char* kCommandLine = "command line";
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct TrainCommandOptions {
   PlanFlags flags;
@@ -84,7 +84,7 @@ CompiledPlan compile_train_plan(TrainCommandOptions& options) {
                        fmt::format("'{}' is not a positive number of GiB", *options.device_memory),
                        "e.g. --device-memory 2");
     }
-    bytes = static_cast<int64_t>(*gib * kGiB);
+    bytes = static_cast<int64_t>(*gib * kBytesPerGiB);
   }
   const ClusterSpec host = cpu_host_cluster(ranks, bytes);
   CompiledPlan compiled = compile_plan(inputs.model, host, inputs.plan, GraphMode::kFull);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "common/units.hpp"
 #include "exec/checkpoint.hpp"
 #include "exec/inprocess_communicator.hpp"
 #include "plan/plan_json.hpp"
@@ -18,8 +19,6 @@
 namespace strata {
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::vector<int32_t> world_group(int32_t world_size) {
   std::vector<int32_t> world(static_cast<size_t>(world_size));
@@ -166,7 +165,7 @@ int64_t host_bytes_per_rank(int64_t ranks) {
   while (meminfo >> key >> kib >> unit) {
     if (key == "MemAvailable:") return kib * 1024 / ranks;
   }
-  return static_cast<int64_t>(8 * kGiB) / ranks;  // no /proc: assume a small machine
+  return static_cast<int64_t>(8 * kBytesPerGiB) / ranks;  // no /proc: assume a small machine
 }
 
 void check_plan_fits(const CompiledPlan& compiled) {
@@ -182,9 +181,9 @@ void check_plan_fits(const CompiledPlan& compiled) {
       fmt::format("the plan needs {:.3f} GiB per rank on pipeline stage {} (params {:.3f}, "
                   "grads {:.3f}, optimizer {:.3f}, activations {:.3f}, buffers {:.3f} GiB); "
                   "each rank has {:.3f} GiB",
-                  worst->peak_bytes / kGiB, worst->stage, b.params / kGiB, b.grads / kGiB,
-                  b.optimizer / kGiB, b.activations / kGiB, b.buffers / kGiB,
-                  memory.device_bytes / kGiB),
+                  worst->peak_bytes / kBytesPerGiB, worst->stage, b.params / kBytesPerGiB,
+                  b.grads / kBytesPerGiB, b.optimizer / kBytesPerGiB, b.activations / kBytesPerGiB,
+                  b.buffers / kBytesPerGiB, memory.device_bytes / kBytesPerGiB),
       "use a smaller model or micro-batch, shard with --zero or --pp, or give more memory");
 }
 
