@@ -18,6 +18,22 @@ int64_t ParamSpec::shard_cols(int64_t tp) const {
   return shard == TpShard::kColumns ? cols / tp : cols;
 }
 
+ParamSpec::FullPosition ParamSpec::full_position(int64_t row, int64_t tp_rank, int64_t tp) const {
+  switch (shard) {
+    case TpShard::kReplicated:
+      return {row, 0};
+    case TpShard::kRows:
+      return {tp_rank * shard_rows(tp) + row, 0};
+    case TpShard::kColumns:
+      return {row, tp_rank * shard_cols(tp)};
+    case TpShard::kQkvRows: {
+      const int64_t part_rows = shard_rows(tp) / 3;  // this rank's rows of Q (or K, or V)
+      return {(row / part_rows) * (rows / 3) + tp_rank * part_rows + row % part_rows, 0};
+    }
+  }
+  return {row, 0};
+}
+
 void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
                             const std::string& where) {
   const auto refuse = [&](const char* field, const std::string& problem) {
@@ -160,27 +176,9 @@ std::vector<float> initial_shard(const ParamSpec& spec, uint64_t seed, int64_t t
   const int64_t cols = spec.shard_cols(tp);
   std::vector<float> values(static_cast<size_t>(rows * cols));
   for (int64_t r = 0; r < rows; ++r) {
-    // The full tensor's row and first column of this shard's row r.
-    int64_t full_row = r;
-    int64_t first_col = 0;
-    switch (spec.shard) {
-      case TpShard::kReplicated:
-        break;
-      case TpShard::kRows:
-        full_row = tp_rank * rows + r;
-        break;
-      case TpShard::kColumns:
-        first_col = tp_rank * cols;
-        break;
-      case TpShard::kQkvRows: {
-        const int64_t part_rows = rows / 3;  // this rank's rows of Q (or K, or V)
-        const int64_t part = r / part_rows;
-        full_row = part * (spec.rows / 3) + tp_rank * part_rows + r % part_rows;
-        break;
-      }
-    }
+    const ParamSpec::FullPosition full = spec.full_position(r, tp_rank, tp);
     for (int64_t col = 0; col < cols; ++col)
-      values[static_cast<size_t>(r * cols + col)] = full_value(full_row, first_col + col);
+      values[static_cast<size_t>(r * cols + col)] = full_value(full.row, full.first_col + col);
   }
   return values;
 }

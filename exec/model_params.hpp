@@ -46,6 +46,14 @@ struct ParamSpec {
   int64_t shard_rows(int64_t tp) const;
   int64_t shard_cols(int64_t tp) const;
   int64_t shard_size(int64_t tp) const { return shard_rows(tp) * shard_cols(tp); }
+
+  // Where row `row` of TP rank `tp_rank`'s shard starts in the full tensor: its full row and
+  // the full column of the shard's first column.
+  struct FullPosition {
+    int64_t row = 0;
+    int64_t first_col = 0;
+  };
+  FullPosition full_position(int64_t row, int64_t tp_rank, int64_t tp) const;
 };
 
 enum class BlockKind : uint8_t { kLayer, kEmbedding, kHead };

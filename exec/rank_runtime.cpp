@@ -137,17 +137,13 @@ void RankRuntime::Impl::run_task(TaskId id) {
       run_p2p(task);
       break;
     case TaskKind::kMemory:
-      if (task.buffer == BufferClass::kGatheredParams && task.memory == MemoryAction::kFree) {
-        for (BlockState* block : gathered_blocks(id, task)) params.release_params(*block);
-      } else {
-        run_memory(task);
-      }
+      run_memory(id, task);
       break;
   }
   backend.record_event(task.stream, id);
 }
 
-void RankRuntime::Impl::run_memory(const Task& task) {
+void RankRuntime::Impl::run_memory(TaskId id, const Task& task) {
   const bool alloc = task.memory == MemoryAction::kAlloc;
   switch (task.buffer) {
     case BufferClass::kActivations:
@@ -229,7 +225,12 @@ void RankRuntime::Impl::run_memory(const Task& task) {
       }
       return;
     case BufferClass::kGatheredParams:
-      return;  // ZeRO-3 gathers allocate the block's params (ParamStore::gather_params)
+      // ZeRO-3's gathers allocate the block's params (ParamStore::gather_params); the release
+      // frees them.
+      if (!alloc) {
+        for (BlockState* block : gathered_blocks(id, task)) params.release_params(*block);
+      }
+      return;
   }
 }
 

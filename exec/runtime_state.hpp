@@ -52,7 +52,7 @@ struct RankRuntime::Impl {
        const TextDataset& data, const OptimizerConfig& optimizer, ParamStore& params);
 
   void run_task(TaskId id);
-  void run_memory(const Task& task);
+  void run_memory(TaskId id, const Task& task);
   void run_collective(TaskId id, const Task& task);
   void run_p2p(const Task& task);
   void run_compute(const Task& task);

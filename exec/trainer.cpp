@@ -54,16 +54,9 @@ std::map<std::string, std::vector<float>> assemble_weights(
         const int64_t cols = spec.shard_cols(plan.tp);
         for (int64_t tp = 0; tp < plan.tp; ++tp) {
           for (int64_t r = 0; r < rows; ++r) {
-            int64_t full_row = r;
-            int64_t first_col = 0;
-            if (spec.shard == TpShard::kRows) full_row = tp * rows + r;
-            if (spec.shard == TpShard::kColumns) first_col = tp * cols;
-            if (spec.shard == TpShard::kQkvRows) {
-              const int64_t part_rows = rows / 3;
-              full_row = (r / part_rows) * (spec.rows / 3) + tp * part_rows + r % part_rows;
-            }
+            const ParamSpec::FullPosition full = spec.full_position(r, tp, plan.tp);
             for (int64_t c = 0; c < cols; ++c) {
-              whole[static_cast<size_t>(full_row * spec.cols + first_col + c)] =
+              whole[static_cast<size_t>(full.row * spec.cols + full.first_col + c)] =
                   shards[static_cast<size_t>(tp)][static_cast<size_t>(r * cols + c)];
             }
           }
