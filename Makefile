@@ -62,6 +62,7 @@ bench: build
 	build/default/bench/strata_bench_search
 	build/default/bench/strata_bench_exec_cpu
 	build/default/bench/strata_bench_exec_vs_sim
+	build/default/bench/strata_bench_viewer
 
 format:
 	clang-format -i $(CXX_SOURCES)

@@ -5,60 +5,12 @@
 #include <algorithm>
 #include <array>
 
+#include "common/intervals.hpp"
 #include "common/units.hpp"
 
 namespace strata {
 
 namespace {
-
-struct Interval {
-  TimeNs begin = 0;
-  TimeNs end = 0;
-};
-
-// Sorted, disjoint, non-empty intervals covering the same time as `intervals`.
-std::vector<Interval> merged(std::vector<Interval> intervals) {
-  std::sort(intervals.begin(), intervals.end(),
-            [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
-  std::vector<Interval> out;
-  for (const Interval& i : intervals) {
-    if (i.end <= i.begin) continue;
-    if (!out.empty() && i.begin <= out.back().end) {
-      out.back().end = std::max(out.back().end, i.end);
-    } else {
-      out.push_back(i);
-    }
-  }
-  return out;
-}
-
-TimeNs length(const std::vector<Interval>& intervals) {
-  TimeNs total = 0;
-  for (const Interval& i : intervals) total += i.end - i.begin;
-  return total;
-}
-
-// Time covered by `a` and not by `b` (both merged).
-TimeNs length_outside(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  TimeNs total = 0;
-  size_t j = 0;
-  for (const Interval& i : a) {
-    TimeNs cursor = i.begin;
-    while (j < b.size() && b[j].end <= cursor) ++j;
-    for (size_t k = j; k < b.size() && b[k].begin < i.end; ++k) {
-      if (b[k].begin > cursor) total += b[k].begin - cursor;
-      cursor = std::max(cursor, b[k].end);
-    }
-    if (cursor < i.end) total += i.end - cursor;
-  }
-  return total;
-}
-
-std::vector<Interval> combined(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  std::vector<Interval> both = a;
-  both.insert(both.end(), b.begin(), b.end());
-  return merged(std::move(both));
-}
 
 double seconds(TimeNs ns) { return static_cast<double>(ns) / static_cast<double>(kNsPerSecond); }
 

@@ -1,10 +1,15 @@
 #include "sim/trace.hpp"
 
+#include <algorithm>
+#include <map>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
@@ -86,7 +91,7 @@ void write_metadata_events(TraceWriter& w, const TaskGraph& graph) {
     w.next_event();
     w.format(R"({{"name":"process_name","ph":"M","pid":{},"tid":0,"args":{{"name":)", r.rank);
     w.string(fmt::format("rank {} (stage {})", r.rank, r.stage));
-    w.raw("}}");
+    w.format(R"(,"stage":{}}}}})", r.stage);
     w.next_event();
     w.format(
         R"({{"name":"process_sort_index","ph":"M","pid":{},"tid":0,"args":{{"sort_index":{}}}}})",
@@ -105,7 +110,49 @@ void write_metadata_events(TraceWriter& w, const TaskGraph& graph) {
   }
 }
 
-void write_task_event(TraceWriter& w, const TaskGraph& graph, TaskId id, const TaskTiming& t) {
+// What each task waits for, as a trace shows it: its dependencies, with memory tasks (which have
+// no event) replaced by what they wait for, and a recv's matching send. Sorted, each once.
+class TraceDependencies {
+ public:
+  explicit TraceDependencies(const TaskGraph& graph) : graph_(graph) {
+    for (TaskId id = 0; id < graph.size(); ++id) {
+      const Task& task = graph.task(id);
+      if (task.kind == TaskKind::kP2p && task.p2p == P2pKind::kSend) {
+        sends_[{task.rank, task.peer, task.tag}] = id;
+      }
+    }
+  }
+
+  std::vector<TaskId> of(TaskId id) const {
+    std::vector<TaskId> out;
+    add_deps(id, out);
+    const Task& task = graph_.task(id);
+    if (task.kind == TaskKind::kP2p && task.p2p == P2pKind::kRecv) {
+      const auto send = sends_.find({task.peer, task.rank, task.tag});
+      if (send != sends_.end()) out.push_back(send->second);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+
+ private:
+  void add_deps(TaskId id, std::vector<TaskId>& out) const {
+    for (const TaskId dep : graph_.deps(id)) {
+      if (graph_.task(dep).kind == TaskKind::kMemory) {
+        add_deps(dep, out);
+      } else {
+        out.push_back(dep);
+      }
+    }
+  }
+
+  const TaskGraph& graph_;
+  std::map<std::tuple<int32_t, int32_t, int32_t>, TaskId> sends_;  // (sender, receiver, tag)
+};
+
+void write_task_event(TraceWriter& w, const TaskGraph& graph, const TraceDependencies& deps,
+                      TaskId id, const TaskTiming& t) {
   const Task& task = graph.task(id);
   STRATA_ASSERT(t.finish_ns >= t.start_ns && t.transfer_ns >= t.start_ns,
                 fmt::format("task {} has timing start {} transfer {} finish {} ns", id, t.start_ns,
@@ -118,7 +165,8 @@ void write_task_event(TraceWriter& w, const TaskGraph& graph, TaskId id, const T
   w.micros(t.start_ns);
   w.raw(R"(,"dur":)");
   w.micros(t.finish_ns - t.start_ns);
-  w.format(R"(,"args":{{"task":{},"phase":"{}",)", id, to_string(task.phase));
+  w.format(R"(,"args":{{"task":{},"deps":[{}],"phase":"{}",)", id, fmt::join(deps.of(id), ","),
+           to_string(task.phase));
   if (task.layer >= 0) w.format(R"("layer":{},)", task.layer);
   if (task.micro_batch >= 0) w.format(R"("micro_batch":{},)", task.micro_batch);
   w.format(R"("chunk":{},"role":"{}")", task.chunk, to_string(task.role));
@@ -193,9 +241,10 @@ std::string trace_json(const CompiledPlan& compiled, const std::vector<TaskTimin
   TraceWriter w(static_cast<size_t>(graph.size()) * 250 + samples * 80 + 65536);
   w.raw(R"({"traceEvents":[)");
   write_metadata_events(w, graph);
+  const TraceDependencies deps(graph);
   for (TaskId id = 0; id < graph.size(); ++id) {
     if (graph.task(id).kind == TaskKind::kMemory) continue;
-    write_task_event(w, graph, id, tasks[static_cast<size_t>(id)]);
+    write_task_event(w, graph, deps, id, tasks[static_cast<size_t>(id)]);
   }
   for (size_t i = 0; i < graph.ranks().size(); ++i) {
     for (const MemorySample& sample : memory[i]) {

@@ -3,13 +3,13 @@
 // ui.perfetto.dev and chrome://tracing open and `strata view` reads:
 //
 //   {"traceEvents": [
-//     {"name":"process_name","ph":"M","pid":R,"tid":0,"args":{"name":"rank R (stage S)"}},
+//     {"name":"process_name","ph":"M","pid":R,"tid":0,"args":{"name":"rank R (stage S)","stage":S}},
 //     {"name":"process_sort_index","ph":"M","pid":R,"tid":0,"args":{"sort_index":R}},
 //     {"name":"thread_name","ph":"M","pid":R,"tid":T,"args":{"name":"compute"}},   (per stream)
 //     {"name":"thread_sort_index","ph":"M","pid":R,"tid":T,"args":{"sort_index":T}},
 //     ...
 //     {"name":"fwd L0 mb0 qkv","cat":"compute","ph":"X","pid":R,"tid":T,"ts":1.250,"dur":0.500,
-//      "args":{"task":7,"phase":"fwd","layer":0,"micro_batch":0,"chunk":0,"role":"qkv",
+//      "args":{"task":7,"deps":[3],"phase":"fwd","layer":0,"micro_batch":0,"chunk":0,"role":"qkv",
 //              "op":"matmul","flops":N,"bytes":N}},                         (per task, id order)
 //     ...
 //     {"name":"memory","ph":"C","pid":R,"tid":0,"ts":1.250,"args":{"bytes":N}}, (per sample)
@@ -24,7 +24,9 @@
 //   simulated integer nanoseconds without rounding (1234567 ns -> 1234.567). cat is "compute",
 //   or the communication kind as SimResult counts it: "tp" (collectives on a tensor-parallel
 //   group), "pp" (pipeline send/recv), "dp" (every other collective).
-// - args: task id, phase, role, chunk, and layer / micro_batch where the task has one; compute
+// - args: task id, deps (the tasks it waits for besides the one before it on its stream: its
+//   dependencies, through memory tasks to what they wait for, and a recv's matching send), phase,
+//   role, chunk, and layer / micro_batch where the task has one; compute
 //   adds op, flops, bytes; a collective adds collective, group, group_size, bytes and
 //   transfer_us (when its data began to move, after every member had arrived); a p2p task adds
 //   p2p ("send" / "recv"), peer, bytes and transfer_us.

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -70,6 +71,7 @@ TEST_CASE("the trace names one process per rank and one thread per stream", "[tr
 
   std::map<int64_t, std::string> process_names;
   std::map<int64_t, int64_t> process_sort;
+  std::map<int64_t, int64_t> process_stages;
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names;
   std::map<std::pair<int64_t, int64_t>, int64_t> thread_sort;
   for (const nlohmann::json& event : trace.at("traceEvents")) {
@@ -77,7 +79,10 @@ TEST_CASE("the trace names one process per rank and one thread per stream", "[tr
     const int64_t pid = event.at("pid");
     const int64_t tid = event.at("tid");
     const std::string name = event.at("name");
-    if (name == "process_name") process_names[pid] = event.at("args").at("name");
+    if (name == "process_name") {
+      process_names[pid] = event.at("args").at("name");
+      process_stages[pid] = event.at("args").at("stage");
+    }
     if (name == "process_sort_index") process_sort[pid] = event.at("args").at("sort_index");
     if (name == "thread_name") thread_names[{pid, tid}] = event.at("args").at("name");
     if (name == "thread_sort_index") thread_sort[{pid, tid}] = event.at("args").at("sort_index");
@@ -86,6 +91,7 @@ TEST_CASE("the trace names one process per rank and one thread per stream", "[tr
   CHECK(thread_names.size() == 8 * kStreamCount);
   for (const GraphRank& r : compiled.graph.ranks()) {
     CHECK(process_names[r.rank] == fmt::format("rank {} (stage {})", r.rank, r.stage));
+    CHECK(process_stages[r.rank] == r.stage);
     CHECK(process_sort[r.rank] == r.rank);
     for (int stream = 0; stream < kStreamCount; ++stream) {
       CHECK(thread_names[{r.rank, stream}] == to_string(static_cast<Stream>(stream)));
@@ -155,6 +161,54 @@ TEST_CASE("the trace has one X event per task at its simulated time, with its la
   }
   CHECK(ids == expected_ids);
   CHECK(categories_seen == std::set<std::string>{"compute", "tp", "pp", "dp"});
+}
+
+// args.deps is what the viewer highlights for a selected task: the graph's dependencies, with
+// memory tasks (which have no event) replaced by what they wait for, plus a recv's matching
+// send; every id in it names an X event, none twice.
+TEST_CASE("each event's deps are its dependencies through memory tasks and a recv's send",
+          "[trace]") {
+  const CompiledPlan compiled = small_full_plan();
+  const TaskGraph& graph = compiled.graph;
+  const nlohmann::json trace =
+      nlohmann::json::parse(trace_json(compiled, hand_made_result(compiled)));
+  std::map<TaskId, std::vector<TaskId>> deps;
+  for (const nlohmann::json& event : trace.at("traceEvents")) {
+    if (event.at("ph") != "X") continue;
+    deps[event.at("args").at("task")] = event.at("args").at("deps").get<std::vector<TaskId>>();
+  }
+  // The expected set, by a walk written independently of the writer's.
+  std::function<void(TaskId, std::set<TaskId>&)> through_memory = [&](TaskId id,
+                                                                      std::set<TaskId>& out) {
+    for (const TaskId dep : graph.deps(id)) {
+      if (graph.task(dep).kind == TaskKind::kMemory) {
+        through_memory(dep, out);
+      } else {
+        out.insert(dep);
+      }
+    }
+  };
+  int recvs = 0;
+  for (const auto& [id, listed] : deps) {
+    INFO("task " << id);
+    std::set<TaskId> expected;
+    through_memory(id, expected);
+    const Task& task = graph.task(id);
+    if (task.kind == TaskKind::kP2p && task.p2p == P2pKind::kRecv) {
+      ++recvs;
+      for (TaskId other = 0; other < graph.size(); ++other) {
+        const Task& t = graph.task(other);
+        if (t.kind == TaskKind::kP2p && t.p2p == P2pKind::kSend && t.rank == task.peer &&
+            t.peer == task.rank && t.tag == task.tag) {
+          expected.insert(other);
+        }
+      }
+    }
+    CHECK(std::set<TaskId>(listed.begin(), listed.end()) == expected);
+    CHECK(std::set<TaskId>(listed.begin(), listed.end()).size() == listed.size());
+    for (const TaskId dep : listed) CHECK(deps.contains(dep));
+  }
+  CHECK(recvs > 0);
 }
 
 // ts and dur are integer nanoseconds printed as microseconds with exactly three decimals, with

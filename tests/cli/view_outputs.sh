@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Checks `strata view` as a user runs it, one check per call, in a fresh directory.
+#
+# Usage: view_outputs.sh CHECK STRATA_BINARY SOURCE_DIR
+# Exit 77 (CTest's SKIP_RETURN_CODE for these tests) when a check needs a tool that is missing:
+# the window check without xvfb-run.
+set -euo pipefail
+
+check=$1 strata=$2 src=$3
+kSkip=77
+source "$src/tests/cli/output_helpers.sh"
+
+trace="$src/tests/viewer/data/tiny_pp4_1f1b.json"
+
+# PNG dimensions from the IHDR chunk, and that the picture is not blank: a uniform image
+# compresses to a few hundred bytes; the viewer's is tens of kilobytes.
+png_is() {
+  check_py '
+import struct, sys
+path, width, height = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+data = open(path, "rb").read()
+assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+w, h = struct.unpack(">II", data[16:24])
+assert (w, h) == (width, height), (w, h)
+assert len(data) > 10000, f"{len(data)} bytes: blank?"
+' "$@"
+}
+
+case $check in
+  screenshot_headless)
+    # --screenshot renders without a display (no DISPLAY in the environment) at --size, writes
+    # only the PNG, and the same trace gives the same bytes twice.
+    unset DISPLAY WAYLAND_DISPLAY
+    run_strata view "$trace" --screenshot a.png --size 900x500
+    grep -q "wrote a.png (900x500" stdout.txt || fail "stdout: $(<stdout.txt)"
+    png_is a.png 900 500
+    run_strata view "$trace" --screenshot b.png --size 900x500
+    cmp a.png b.png || fail "two renderings of one trace differ"
+    [[ $(ls | sort | tr '\n' ' ') == "a.png b.png stderr.txt stdout.txt " ]] ||
+      fail "unexpected files: $(ls)"
+    ;;
+  range_and_tabs)
+    # --range shows part of the step, --tab memory the memory plot and, with two traces, --tab
+    # compare the comparison: each renders a different picture.
+    run_strata view "$trace" --screenshot whole.png --size 800x450
+    run_strata view "$trace" --screenshot range.png --size 800x450 --range 0:200us
+    run_strata view "$trace" --screenshot memory.png --size 800x450 --tab memory
+    run_strata view "$trace" "$trace" --screenshot compare.png --size 800x450 --tab compare
+    for png in whole range memory compare; do png_is $png.png 800 450; done
+    ! cmp -s whole.png range.png || fail "--range drew the whole step"
+    ! cmp -s whole.png memory.png || fail "--tab memory drew the timeline"
+    ! cmp -s whole.png compare.png || fail "--tab compare drew the timeline"
+    ;;
+  window_under_xvfb)
+    # The real GLFW window on a virtual X server: it opens, renders 5 frames, and its back
+    # buffer is written as the screenshot.
+    command -v xvfb-run >/dev/null || { echo "SKIP: xvfb-run not found"; exit $kSkip; }
+    echo "run: xvfb-run strata view --window --screenshot window.png"
+    xvfb-run -a -s "-screen 0 1280x800x24" "$strata" view "$trace" --window \
+      --screenshot window.png --frames 5 --size 1000x600 >stdout.txt 2>stderr.txt ||
+      fail "exit code $?; stderr: $(<stderr.txt)"
+    grep -q "wrote window.png (1000x600, window)" stdout.txt || fail "stdout: $(<stdout.txt)"
+    png_is window.png 1000 600
+    ;;
+  *)
+    fail "unknown check"
+    ;;
+esac
+echo "OK: $check"
