@@ -37,32 +37,41 @@ std::string type_name(const nlohmann::json& value) { return value.type_name(); }
 
 }  // namespace
 
+void throw_malformed_json(std::string_view text, const std::string& where,
+                          const nlohmann::json::parse_error& error) {
+  const LineColumn at = line_column_at(text, error.byte);
+  std::string detail = error.what();
+  // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line L,
+  // column C: "; keep only the part after the last ": " that explains the syntax problem.
+  if (const auto cut = detail.find("syntax error"); cut != std::string::npos) {
+    detail = detail.substr(cut);
+  }
+  throw InputError(
+      fmt::format("{}:{}:{}", where, at.line, at.column), "",
+      fmt::format("malformed JSON at line {}, column {}: {}", at.line, at.column, detail),
+      "correct the JSON syntax at that position");
+}
+
 nlohmann::json parse_json_text(std::string_view text, const std::string& where) {
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& error) {
-    const LineColumn at = line_column_at(text, error.byte);
-    std::string detail = error.what();
-    // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line L,
-    // column C: "; keep only the part after the last ": " that explains the syntax problem.
-    if (const auto cut = detail.find("syntax error"); cut != std::string::npos) {
-      detail = detail.substr(cut);
-    }
-    throw InputError(
-        fmt::format("{}:{}:{}", where, at.line, at.column), "",
-        fmt::format("malformed JSON at line {}, column {}: {}", at.line, at.column, detail),
-        "correct the JSON syntax at that position");
+    throw_malformed_json(text, where, error);
   }
 }
 
-nlohmann::json read_json_file(const std::string& path) {
+std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw InputError(path, "", "cannot open the file", "check the path and the permissions");
   }
   std::stringstream buffer;
   buffer << in.rdbuf();
-  return parse_json_text(buffer.str(), path);
+  return buffer.str();
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  return parse_json_text(read_text_file(path), path);
 }
 
 JsonFields::JsonFields(const nlohmann::json& object, std::string where, std::string prefix)

@@ -21,6 +21,14 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& where);
 // Reads and parses a file. Throws InputError when it cannot be read or is malformed.
 nlohmann::json read_json_file(const std::string& path);
 
+// A file's bytes; an InputError naming the path when it cannot be read.
+std::string read_text_file(const std::string& path);
+
+// The InputError for JSON that nlohmann could not parse, with the line and column of the fault in
+// `text` (for readers that parse with their own callback, as the viewer does).
+[[noreturn]] void throw_malformed_json(std::string_view text, const std::string& where,
+                                       const nlohmann::json::parse_error& error);
+
 // A JSON object being read, with the name of its origin and its path inside the document
 // ("plan", "zero_optimization") so that errors name the field exactly.
 class JsonFields {

@@ -5,15 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "common/error.hpp"
+#include "common/json_input.hpp"
 
 namespace strata::viewer {
 
@@ -385,9 +384,8 @@ Trace parse_trace(std::string_view text, const std::string& where) {
   json top;
   try {
     top = json::parse(text, callback);
-  } catch (const json::parse_error& e) {
-    throw InputError(where, "(file)", fmt::format("is not valid JSON: {}", e.what()),
-                     "pass a trace written by `strata simulate --trace` or `strata train --trace`");
+  } catch (const json::parse_error& error) {
+    throw_malformed_json(text, where, error);
   }
   if (!array_format) {
     if (!top.is_object() || !top.contains("traceEvents") || !top.at("traceEvents").is_array()) {
@@ -401,14 +399,6 @@ Trace parse_trace(std::string_view text, const std::string& where) {
   return builder.finish(std::move(metadata));
 }
 
-Trace load_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw InputError(path, "(file)", "cannot be read", "check the path of the trace");
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_trace(text.str(), path);
-}
+Trace load_trace(const std::string& path) { return parse_trace(read_text_file(path), path); }
 
 }  // namespace strata::viewer

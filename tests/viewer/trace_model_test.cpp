@@ -288,8 +288,9 @@ TEST_CASE("what is not a trace with a complete event is refused, naming file and
     const char* problem;  // a part of the problem's wording
   };
   const std::vector<Case> cases = {
-      {"{\"traceEvents\": [", "(file)", "not valid JSON"},
-      {"not json at all", "(file)", "not valid JSON"},
+      // Malformed JSON: where is "bad.json:LINE:COLUMN", as for every JSON input.
+      {"{\"traceEvents\": [", "", "malformed JSON at line 1, column 18"},
+      {"not json at all", "", "malformed JSON at line 1, column 2"},
       {R"({"a":1})", "traceEvents", "missing"},
       {R"({"traceEvents": 3})", "traceEvents", "missing"},
       {R"({"traceEvents":[{"name":"process_name","ph":"M","pid":0,"tid":0,"args":{"name":"r"}}]})",
@@ -321,7 +322,7 @@ TEST_CASE("what is not a trace with a complete event is refused, naming file and
     INFO(c.text);
     const std::optional<InputError> error = refusal(c.text);
     REQUIRE(error.has_value());
-    CHECK(error->where() == "bad.json");
+    CHECK_THAT(error->where(), Catch::StartsWith("bad.json"));
     CHECK(error->field() == c.field);
     CHECK_THAT(error->problem(), Catch::Contains(c.problem));
     CHECK_THAT(std::string(error->what()), Catch::Contains("bad.json") && Catch::Contains(c.field));
@@ -334,7 +335,7 @@ TEST_CASE("load_trace refuses a missing file naming it", "[viewer][trace_model]"
   const std::optional<InputError> error = input_error_of([&] { load_trace(path); });
   REQUIRE(error.has_value());
   CHECK(error->where() == path);
-  CHECK(error->field() == "(file)");
+  CHECK(error->field().empty());
   CHECK_THAT(std::string(error->what()), Catch::Contains(path));
 }
 
