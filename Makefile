@@ -41,9 +41,10 @@ demo: build
 	@echo "make demo ran: $(STRATA) $(DEMO_ARGS)"
 	@echo "(every plan of the default scenario's model and cluster, Llama 3 70B on 64 H100s with"
 	@echo "512 sequences of 8192 tokens per step, ranked by simulated step time)"
-	@echo "The best plan's step is in $(DEMO_TRACE): open it at https://ui.perfetto.dev"
-	@echo "(Open trace file), or in chrome://tracing; one process per pipeline stage's rank,"
-	@echo "one thread per stream (compute, tp-comm, dp-comm, pp-send, pp-recv)."
+	@echo "The best plan's step is in $(DEMO_TRACE): look at it with"
+	@echo "  $(STRATA) view $(DEMO_TRACE)"
+	@echo "(or --screenshot step.png without a display), or at https://ui.perfetto.dev; one lane"
+	@echo "per pipeline stage's rank and stream (compute, tp-comm, dp-comm, pp-send, pp-recv)."
 
 test: build
 	ctest --preset default -j $(JOBS)

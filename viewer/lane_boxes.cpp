@@ -73,6 +73,7 @@ void lane_boxes(const Trace& trace, const Lane& lane, const TimeView& view, doub
       if (alike || box.x1 - box.x0 < mixed_px) {
         box.x1 = std::max(box.x1, right);
         ++box.merged;
+        box.busy_px += right - left;
         box.uniform = alike;
         // Two touching mixed boxes are drawn the same: one box.
         if (!alike && out.size() >= 2) {
@@ -80,13 +81,14 @@ void lane_boxes(const Trace& trace, const Lane& lane, const TimeView& view, doub
           if (!before.uniform && box.x0 <= before.x1 + 1.0f) {
             before.x1 = std::max(before.x1, box.x1);
             before.merged += box.merged;
+            before.busy_px += box.busy_px;
             out.pop_back();
           }
         }
         continue;
       }
     }
-    out.push_back({left, right, index, 1, true});
+    out.push_back({left, right, index, 1, true, right - left});
   }
 }
 

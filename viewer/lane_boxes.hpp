@@ -14,6 +14,7 @@
 // draws about one box per run of one look and per gap, whatever the number of events behind it
 // (each box is two triangles for the rasterizer to set up, about a microsecond each on llvmpipe).
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <set>
@@ -46,6 +47,11 @@ struct LaneBox {
   int32_t event = -1;   // into Trace::events; the first event of a merged box
   int32_t merged = 1;   // how many events the box stands for
   bool uniform = true;  // its events share phase, kind and micro-batch
+  float busy_px = 0;    // the width its events cover (< x1 - x0 when a merged box has gaps)
+
+  // The share of the box its events cover, in [0, 1]: a merged box of TP collectives between
+  // computes is mostly idle, and is drawn so.
+  float coverage() const { return x1 > x0 ? std::min(1.0f, busy_px / (x1 - x0)) : 1.0f; }
 };
 
 // Whether two events look the same on the timeline: same phase, kind and micro-batch.

@@ -30,6 +30,9 @@ inline constexpr ImU32 kTextColor = IM_COL32(230, 230, 230, 255);
 inline constexpr ImU32 kBoxTextColor = IM_COL32(0, 0, 0, 255);
 inline constexpr ImU32 kGridColor = IM_COL32(255, 255, 255, 30);
 
+// A merged box's alpha runs from this (its events cover none of it) to opaque (all of it).
+inline constexpr int kMinMergedAlpha = 60;
+
 // The part of a communication's box spent waiting for its peers is an outline at this alpha.
 inline constexpr uint8_t kWaitingAlpha = 160;
 

@@ -186,7 +186,13 @@ void ViewerApp::draw_lanes(float left, float width) {
       const TraceEvent& e = source.trace.events[static_cast<size_t>(box.event)];
       const ImVec2 a(left + box.x0, row.y0 + 1);
       const ImVec2 b(left + std::max(box.x1, box.x0 + 1.0f), row.y1 - 1);
-      const ImU32 color = box.uniform ? event_color(e) : kMergedColor;
+      // A merged box is as opaque as its events cover it (at least faintly visible).
+      const ImU32 solid = box.uniform ? event_color(e) : kMergedColor;
+      const ImU32 color =
+          box.merged == 1 ? solid
+                          : with_alpha(solid, static_cast<uint8_t>(std::lround(
+                                                  kMinMergedAlpha +
+                                                  (255 - kMinMergedAlpha) * box.coverage())));
       if (box.merged == 1 && e.transfer_ns > e.start_ns) {
         // A communication waiting for its peers before its data moves: the wait is hollow.
         const auto transfer_x = static_cast<float>(

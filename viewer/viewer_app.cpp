@@ -133,7 +133,7 @@ void ViewerApp::draw_side_panel() {
          {"PP send / recv", kPpColor},
          {"DP communication", kDpColor},
          {"bubble (nothing runs)", kBubbleColor},
-         {"merged (< 1 pixel each)", kMergedColor}}};
+         {"merged (< 1 pixel each; fainter: less busy)", kMergedColor}}};
     ImDrawList* draw = ImGui::GetWindowDrawList();
     auto entry = [&](const char* name, ImU32 color, bool filled) {
       const ImVec2 at = ImGui::GetCursorScreenPos();

@@ -53,6 +53,31 @@ constexpr int64_t kShortNs = 10;
 constexpr int64_t kLongStartNs = 4'000'000;
 constexpr int64_t kLongNs = 200'000;
 
+// coverage(): a merged box is as busy as the width its events cover. 1000 events of 8 ns every
+// 32 ns over 32,000 ns in 250 px (128 ns per pixel: each event 1/16 px, gaps 3/16 px) merge into
+// one uniform box covering a quarter of its width; back to back they cover all of it.
+TEST_CASE("a merged box's coverage is the share of its width its events fill",
+          "[viewer][lane_boxes]") {
+  std::vector<TraceEvent> sparse;
+  std::vector<TraceEvent> dense;
+  for (int64_t i = 0; i < 1000; ++i) {
+    sparse.push_back(make_event(32 * i, 8, EventPhase::kForward, 0));
+    dense.push_back(make_event(8 * i, 8, EventPhase::kForward, 0));
+  }
+  std::vector<LaneBox> boxes;
+  const Trace sparse_trace = one_lane(sparse);
+  lane_boxes(sparse_trace, sparse_trace.lanes[0], TimeView::fit(0.0, 32000.0, 250.0), 250.0, 0.0,
+             EventFilter{}, 1.0, boxes);
+  REQUIRE(boxes.size() == 1);
+  CHECK(boxes[0].merged == 1000);
+  CHECK(boxes[0].coverage() == Approx(0.25).epsilon(0.01));
+  const Trace dense_trace = one_lane(dense);
+  lane_boxes(dense_trace, dense_trace.lanes[0], TimeView::fit(0.0, 8000.0, 250.0), 250.0, 0.0,
+             EventFilter{}, 1.0, boxes);
+  REQUIRE(boxes.size() == 1);
+  CHECK(boxes[0].coverage() == Approx(1.0));
+}
+
 // A busy lane: 100,000 events of 10 ns in groups of 100 back to back, each group followed by a
 // gap of (g mod 7) x 1000 ns (0 to 6 us, below and above a pixel at most zooms), forward for
 // micro-batches 0-4 and backward for 5-9 (10,000 events each), ending before 4 ms; then three long
