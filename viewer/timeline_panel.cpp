@@ -189,10 +189,10 @@ void ViewerApp::draw_lanes(float left, float width) {
       // A merged box is as opaque as its events cover it (at least faintly visible).
       const ImU32 solid = box.uniform ? event_color(e) : kMergedColor;
       const ImU32 color =
-          box.merged == 1 ? solid
-                          : with_alpha(solid, static_cast<uint8_t>(std::lround(
-                                                  kMinMergedAlpha +
-                                                  (255 - kMinMergedAlpha) * box.coverage())));
+          box.merged == 1
+              ? solid
+              : with_alpha(solid, static_cast<uint8_t>(std::lround(
+                                      kMinMergedAlpha + (255 - kMinMergedAlpha) * box.coverage())));
       if (box.merged == 1 && e.transfer_ns > e.start_ns) {
         // A communication waiting for its peers before its data moves: the wait is hollow.
         const auto transfer_x = static_cast<float>(

@@ -200,6 +200,18 @@ void ViewerApp::draw_summary() const {
       }
       ImGui::EndTable();
     }
+    const std::string ranks_id = "peak memory per rank##" + source.label;
+    constexpr size_t kRanksShownOpen = 16;  // more start folded
+    ImGui::SetNextItemOpen(s.ranks.size() <= kRanksShownOpen, ImGuiCond_Once);
+    if (s.peak_memory_bytes >= 0 && ImGui::TreeNode(ranks_id.c_str())) {
+      for (const RankActivity& rank : s.ranks) {
+        ImGui::Text("rank %d (stage %d): %s", rank.pid, rank.stage,
+                    rank.peak_memory_bytes < 0
+                        ? "-"
+                        : format_bytes(static_cast<double>(rank.peak_memory_bytes)).c_str());
+      }
+      ImGui::TreePop();
+    }
     ImGui::Spacing();
   }
 }
