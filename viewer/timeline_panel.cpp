@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 #include <imgui.h>
@@ -65,6 +67,38 @@ void draw_micro_batch_labels(const Trace& trace, const std::vector<LaneBox>& box
     }
     i = j;
   }
+}
+
+// Shades a rank's bubbles (sorted, disjoint) on its row: only those on screen, and bubbles
+// within a pixel of each other as one rectangle.
+void draw_bubbles(const std::vector<Interval>& bubbles, const TimeView& view, double offset_ns,
+                  float left, float width, const LaneRow& row) {
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  const double view_begin_ns = view.start_ns - offset_ns;
+  auto it =
+      std::lower_bound(bubbles.begin(), bubbles.end(), view_begin_ns,
+                       [](const Interval& i, double t) { return static_cast<double>(i.end) < t; });
+  std::optional<std::pair<double, double>> open;  // x0, x1 of the rectangle being extended
+  auto flush = [&] {
+    if (!open) return;
+    draw->AddRectFilled(
+        ImVec2(left + static_cast<float>(std::max(open->first, -1.0)), row.y0),
+        ImVec2(left + static_cast<float>(std::min(open->second, width + 1.0)), row.y1),
+        kBubbleColor);
+    open.reset();
+  };
+  for (; it != bubbles.end(); ++it) {
+    const double x0 = view.x_of(static_cast<double>(it->begin) + offset_ns);
+    if (x0 > width) break;
+    const double x1 = view.x_of(static_cast<double>(it->end) + offset_ns);
+    if (open && x0 <= open->second + 1.0) {
+      open->second = x1;
+      continue;
+    }
+    flush();
+    open = std::make_pair(x0, x1);
+  }
+  flush();
 }
 
 }  // namespace
@@ -169,14 +203,8 @@ void ViewerApp::draw_lanes(float left, float width) {
     // Bubbles on the rank's first lane (its compute stream in a Strata trace).
     if (first_of_rank) {
       for (const RankActivity& rank : source.summary.ranks) {
-        if (rank.pid != lane.pid) continue;
-        for (const Interval& bubble : rank.bubbles) {
-          const double x0 = view_.x_of(static_cast<double>(bubble.begin) + source.offset_ns);
-          const double x1 = view_.x_of(static_cast<double>(bubble.end) + source.offset_ns);
-          if (x1 < 0 || x0 > width) continue;
-          draw->AddRectFilled(ImVec2(left + static_cast<float>(std::max(x0, -1.0)), row.y0),
-                              ImVec2(left + static_cast<float>(std::min(x1, width + 1.0)), row.y1),
-                              kBubbleColor);
+        if (rank.pid == lane.pid) {
+          draw_bubbles(rank.bubbles, view_, source.offset_ns, left, width, row);
         }
       }
     }
