@@ -15,7 +15,7 @@ namespace strata::viewer {
 void ViewerApp::draw_compare_tab() const {
   const TimelineSource& first = sources_[0];
   const TimelineSource& second = sources_[1];
-  ImGui::Text("first: %s    second: %s", first.label.c_str(), second.label.c_str());
+  ImGui::Text("%s    %s", first.label.c_str(), second.label.c_str());
   ImGui::TextDisabled("difference = second - first; relative to first");
   const std::vector<ComparisonRow> rows = compare(first.summary, second.summary);
   if (!ImGui::BeginTable("compare", 6,

@@ -156,12 +156,17 @@ void ViewerApp::draw_summary() const {
     const TraceSummary& s = source.summary;
     const nlohmann::json& meta = source.trace.metadata;
     ImGui::TextUnformatted(source.label.c_str());
+    // What Strata's metadata says of the run: the simulator names the device, the executor
+    // its backend.
     if (meta.contains("model") && meta.contains("plan") && meta.at("plan").is_object()) {
       const nlohmann::json& plan = meta.at("plan");
-      ImGui::TextWrapped("%s on %s: dp %d tp %d pp %d, %s", meta.value("model", "").c_str(),
-                         meta.value("device", "?").c_str(), plan.value("dp", 0),
+      const std::string on = meta.contains("device")    ? meta.value("device", "")
+                             : meta.contains("backend") ? meta.value("backend", "") + " backend"
+                                                        : "";
+      ImGui::TextWrapped("%s%s%s: dp %d tp %d pp %d, %s (%s)", meta.value("model", "").c_str(),
+                         on.empty() ? "" : " on ", on.c_str(), plan.value("dp", 0),
                          plan.value("tp", 0), plan.value("pp", 0),
-                         plan.value("schedule", "").c_str());
+                         plan.value("schedule", "").c_str(), meta.value("generator", "").c_str());
     }
     ImGui::Text("step %s   bubble %.1f%%", format_duration(static_cast<double>(s.step_ns)).c_str(),
                 100.0 * s.bubble_fraction);
@@ -202,7 +207,9 @@ void ViewerApp::draw_summary() const {
     }
     const std::string ranks_id = "peak memory per rank##" + source.label;
     constexpr size_t kRanksShownOpen = 16;  // more start folded
-    ImGui::SetNextItemOpen(s.ranks.size() <= kRanksShownOpen, ImGuiCond_Once);
+    if (s.peak_memory_bytes >= 0) {
+      ImGui::SetNextItemOpen(s.ranks.size() <= kRanksShownOpen, ImGuiCond_Once);
+    }
     if (s.peak_memory_bytes >= 0 && ImGui::TreeNode(ranks_id.c_str())) {
       for (const RankActivity& rank : s.ranks) {
         ImGui::Text("rank %d (stage %d): %s", rank.pid, rank.stage,
@@ -217,20 +224,32 @@ void ViewerApp::draw_summary() const {
 }
 
 void ViewerApp::draw_filter() {
+  // Checkboxes flow left to right and wrap where the panel ends.
+  auto flowing_checkbox = [](const char* label, bool* value) {
+    const float width = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x +
+                        ImGui::CalcTextSize(label).x;
+    if (ImGui::GetContentRegionAvail().x < width) ImGui::NewLine();
+    ImGui::Checkbox(label, value);
+    ImGui::SameLine();
+  };
   ImGui::TextUnformatted("phase");
+  ImGui::SameLine();
   for (int p = 0; p < kEventPhaseCount; ++p) {
-    ImGui::SameLine();
-    ImGui::Checkbox(to_string(static_cast<EventPhase>(p)),
-                    &filter_.phase_shown[static_cast<size_t>(p)]);
+    flowing_checkbox(to_string(static_cast<EventPhase>(p)),
+                     &filter_.phase_shown[static_cast<size_t>(p)]);
   }
-  ImGui::TextUnformatted("kind ");
+  ImGui::NewLine();
+  ImGui::TextUnformatted("kind");
+  ImGui::SameLine();
   for (int k = 0; k < kEventKindCount; ++k) {
-    ImGui::SameLine();
-    ImGui::Checkbox(to_string(static_cast<EventKind>(k)),
-                    &filter_.kind_shown[static_cast<size_t>(k)]);
+    flowing_checkbox(to_string(static_cast<EventKind>(k)),
+                     &filter_.kind_shown[static_cast<size_t>(k)]);
   }
+  ImGui::NewLine();
+  ImGui::PushItemWidth(120);
   ImGui::InputInt("layer (-1: all)", &filter_.layer);
   ImGui::InputInt("micro-batch (-1: all)", &filter_.micro_batch);
+  ImGui::PopItemWidth();
   filter_.layer = std::max(filter_.layer, -1);
   filter_.micro_batch = std::max(filter_.micro_batch, -1);
 

@@ -51,6 +51,21 @@ case $check in
     ! cmp -s whole.png memory.png || fail "--tab memory drew the timeline"
     ! cmp -s whole.png compare.png || fail "--tab compare drew the timeline"
     ;;
+  predicted_vs_measured)
+    # What the viewer is for: a step measured by `strata train --trace` next to the same plan
+    # predicted by `strata simulate --trace`, stacked and compared; both traces read, each on
+    # its own tab.
+    shape=(--model tiny-gpt --dp 2 --tp 2 --pp 2 --seq-len 32 --micro-batch 2 --global-batch 8)
+    run_strata train "${shape[@]}" --steps 2 --trace measured.json
+    run_strata simulate "${shape[@]}" --dtype fp32 --graph full --cluster dgx-a100 \
+      --trace predicted.json
+    for tab in timeline memory compare; do
+      run_strata view predicted.json measured.json --screenshot $tab.png --size 1000x600 \
+        --tab $tab
+      png_is $tab.png 1000 600
+    done
+    ! cmp -s timeline.png compare.png || fail "--tab compare drew the timeline"
+    ;;
   window_under_xvfb)
     # The real GLFW window on a virtual X server: it opens, renders 5 frames, and its back
     # buffer is written as the screenshot.
