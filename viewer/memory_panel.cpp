@@ -45,10 +45,7 @@ void ViewerApp::draw_memory_tab() {
   const float top = origin.y + 8;
   const float bottom = origin.y + available.y - 24;
   const double bytes_per_px = static_cast<double>(std::max<int64_t>(peak, 1)) / (bottom - top);
-  if (!view_set_) {
-    view_ = TimeView::fit(0, step_ns(), width);
-    view_set_ = true;
-  }
+  set_first_view(width);
 
   for (int i = 0; i <= kByteTicks; ++i) {
     const float y = bottom - (bottom - top) * static_cast<float>(i) / kByteTicks;

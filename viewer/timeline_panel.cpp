@@ -109,14 +109,7 @@ void ViewerApp::draw_timeline_tab() {
   const float lanes_height = std::max(50.0f, available.y - kAxisHeight - kDetailsHeight);
   const float width = std::max(10.0f, available.x - kLabelWidth - ImGui::GetStyle().ScrollbarSize);
   const float left = origin.x + kLabelWidth;
-  if (!view_set_) {
-    if (options_.range) {
-      view_ = TimeView::fit(options_.range->begin_ns, options_.range->end_ns, width);
-    } else {
-      view_ = TimeView::fit(0, static_cast<double>(step_ns()), width);
-    }
-    view_set_ = true;
-  }
+  set_first_view(width);
   draw_axis(left, width);
   ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + kAxisHeight));
   ImGui::BeginChild("lanes", ImVec2(available.x, lanes_height), false,

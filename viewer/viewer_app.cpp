@@ -60,6 +60,13 @@ double ViewerApp::step_ns() const {
   return static_cast<double>(longest);
 }
 
+void ViewerApp::set_first_view(double width_px) {
+  if (view_set_) return;
+  view_ = options_.range ? TimeView::fit(options_.range->begin_ns, options_.range->end_ns, width_px)
+                         : TimeView::fit(0, step_ns(), width_px);
+  view_set_ = true;
+}
+
 void ViewerApp::draw() {
   const ImGuiIO& io = ImGui::GetIO();
   ImGui::SetNextWindowPos(ImVec2(0, 0));

@@ -89,6 +89,8 @@ class ViewerApp {
   void draw_filter();
   void select(const EventRef& ref);
   double step_ns() const;  // the longest source's step
+  // On the first frame, when the plot's width is known: --range, or the whole step.
+  void set_first_view(double width_px);
 
   std::vector<TimelineSource> sources_;
   ViewerOptions options_;
