@@ -66,6 +66,17 @@ case $check in
     done
     ! cmp -s timeline.png compare.png || fail "--tab compare drew the timeline"
     ;;
+  no_display_refused)
+    # Without a display and without --screenshot there is no window to open: one clear message
+    # naming DISPLAY and the way out (--screenshot), exit code 2, nothing written.
+    echo "run: strata view (no DISPLAY)"
+    rc=0
+    env -u DISPLAY -u WAYLAND_DISPLAY "$strata" view "$trace" >stdout.txt 2>stderr.txt || rc=$?
+    [[ $rc -eq 2 ]] || fail "exit code $rc, expected 2"
+    [[ $(wc -l <stderr.txt) -eq 1 ]] || fail "expected one line of error: $(<stderr.txt)"
+    grep -q "field 'DISPLAY'.*--screenshot" stderr.txt || fail "stderr: $(<stderr.txt)"
+    [[ $(ls | sort | tr '\n' ' ') == "stderr.txt stdout.txt " ]] || fail "files: $(ls)"
+    ;;
   window_under_xvfb)
     # The real GLFW window on a virtual X server: it opens, renders 5 frames, and its back
     # buffer is written as the screenshot.
