@@ -3,8 +3,8 @@
 // ui.perfetto.dev and chrome://tracing open and `strata view` reads:
 //
 //   {"traceEvents": [
-//     {"name":"process_name","ph":"M","pid":R,"tid":0,"args":{"name":"rank R (stage
-//     S)","stage":S}},
+//     {"name":"process_name","ph":"M","pid":R,"tid":0,
+//      "args":{"name":"rank R (stage S)","stage":S}},
 //     {"name":"process_sort_index","ph":"M","pid":R,"tid":0,"args":{"sort_index":R}},
 //     {"name":"thread_name","ph":"M","pid":R,"tid":T,"args":{"name":"compute"}},   (per stream)
 //     {"name":"thread_sort_index","ph":"M","pid":R,"tid":T,"args":{"sort_index":T}},
