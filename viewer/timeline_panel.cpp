@@ -143,7 +143,6 @@ void ViewerApp::draw_lanes(float left, float width) {
   geometry_ = {};
   geometry_.left = left;
   geometry_.width = width;
-  geometry_.top = visible_top;
   geometry_.bottom = visible_bottom;
   std::vector<std::vector<int32_t>> row_of(sources_.size());  // per source, lane -> row
   float y = content.y;

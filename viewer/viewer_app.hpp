@@ -48,7 +48,6 @@ struct LaneRow {
 };
 struct TimelineGeometry {
   float left = 0;  // x of time view's x = 0
-  float top = 0;
   float width = 0;
   float bottom = 0;
   std::vector<LaneRow> rows;
@@ -70,6 +69,7 @@ class ViewerApp {
   }
   const TimelineGeometry& geometry() const { return geometry_; }
   const EventRef& selected() const { return selected_; }
+  // What the side panel's Filter section edits (tests set it directly).
   EventFilter& filter() { return filter_; }
   int64_t boxes_drawn() const { return boxes_drawn_; }
 

@@ -128,6 +128,27 @@ TEST_CASE("nothing is drawn in the lanes' area below the last lane", "[viewer][s
   CHECK(drawn == 0);
 }
 
+// The filter as the side panel sets it: hiding rank 0 and the pp-send stream leaves 3 ranks x 3
+// streams of lanes; showing only micro-batch 7 leaves stage 0's first forward undrawn.
+TEST_CASE("the filter hides ranks, streams and micro-batches from the timeline",
+          "[viewer][screenshot]") {
+  Rendered r;
+  r.app.filter().hidden_pids.insert(0);
+  r.app.filter().hidden_threads.insert("pp-send");
+  r.renderer.frame([&] { r.app.draw(); });
+  CHECK(r.app.geometry().rows.size() == 9);
+
+  r.app.filter() = EventFilter{};
+  r.app.filter().micro_batch = 7;
+  r.renderer.frame([&] { r.app.draw(); });
+  REQUIRE(r.app.geometry().rows.size() == 16);
+  const Image image = r.renderer.pixels();
+  const TraceEvent& forward = first_compute(r.app.sources()[0].trace, 0, EventPhase::kForward);
+  const LaneRow row = row_of(r.app, 0, "compute");
+  CHECK(image.at(pixel_x(r.app, static_cast<double>(forward.start_ns)) + 2,
+                 static_cast<int>(std::ceil(row.y0)) + 2) != rgba_of(kForwardColor));
+}
+
 TEST_CASE("the rendering matches the reviewed golden PNG", "[viewer][screenshot]") {
   Rendered r;
   const Image image = r.renderer.pixels();
