@@ -47,9 +47,9 @@ struct LaneRow {
   float y1 = 0;
 };
 struct TimelineGeometry {
-  float left = 0;  // x of time view's x = 0
-  float width = 0;
-  float bottom = 0;
+  float left = 0;    // x of time view's x = 0
+  float width = 0;   // of the lanes' area
+  float bottom = 0;  // the lanes' visible area ends here
   std::vector<LaneRow> rows;
 };
 
