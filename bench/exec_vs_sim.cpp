@@ -29,6 +29,7 @@
 #include "models/model_reader.hpp"
 #include "plan/compile.hpp"
 #include "sim/simulate.hpp"
+#include "tests/exec/parity_plans.hpp"
 
 namespace strata {
 namespace {
@@ -36,29 +37,6 @@ namespace {
 constexpr double kTarget = 0.15;
 constexpr int64_t kWarmupSteps = 2;
 constexpr int64_t kMeasuredSteps = 5;
-
-struct PlanCase {
-  const char* name;
-  int64_t dp, tp, pp, vpp, zero;
-  bool sequence_parallel;
-  ScheduleKind schedule;
-};
-
-ParallelPlan make_plan(const PlanCase& c) {
-  ParallelPlan plan;
-  plan.dp = c.dp;
-  plan.tp = c.tp;
-  plan.pp = c.pp;
-  plan.vpp = c.vpp;
-  plan.zero_stage = c.zero;
-  plan.sequence_parallel = c.sequence_parallel;
-  plan.schedule = c.schedule;
-  plan.micro_batch = 2;
-  plan.global_batch = 16;
-  plan.seq_len = 64;
-  plan.dtype = DType::kFp32;
-  return plan;
-}
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -83,20 +61,11 @@ int run(int argc, char** argv) {
   model.layers = 8;
   const std::string data =
       std::string(STRATA_SOURCE_DIR) + "/scenarios/data/kjv-genesis-exodus.txt";
-  const PlanCase cases[] = {
-      {"dp2-tp2-pp2 1F1B", 2, 2, 2, 1, 0, false, ScheduleKind::k1F1B},
-      {"dp4 x tp2, zero 1", 4, 2, 1, 1, 1, false, ScheduleKind::k1F1B},
-      {"dp4 x tp2, zero 2", 4, 2, 1, 1, 2, false, ScheduleKind::k1F1B},
-      {"dp4 x tp2, zero 3", 4, 2, 1, 1, 3, false, ScheduleKind::k1F1B},
-      {"tp4 + SP x dp2", 2, 4, 1, 1, 0, true, ScheduleKind::k1F1B},
-      {"pp4 interleaved vpp2 x dp2", 2, 1, 4, 2, 0, false, ScheduleKind::kInterleaved},
-      {"dp2-pp2 GPipe x tp2", 2, 2, 2, 1, 0, false, ScheduleKind::kGpipe},
-  };
   std::printf("%-28s %12s %12s %8s  %s\n", "plan (8 ranks)", "measured", "predicted", "error",
               "target 15%");
   int missed = 0;
-  for (const PlanCase& c : cases) {
-    const ParallelPlan plan = make_plan(c);
+  for (const test::ParityPlan& c : test::kParityPlans) {
+    const ParallelPlan plan = test::parity_plan(c, 2, 16, 64);
     validate_plan(plan, model, plan.gpus(), "bench");
     const CompiledPlan measured_plan = compile_plan(
         model, cpu_host_cluster(plan.gpus(), int64_t{1} << 32), plan, GraphMode::kFull);
@@ -118,7 +87,7 @@ int run(int argc, char** argv) {
                 error * 100, met ? "met" : "MISSED");
   }
   std::printf("\n%s: %d of %zu plans within 15%%\n", missed == 0 ? "met" : "MISSED",
-              static_cast<int>(std::size(cases)) - missed, std::size(cases));
+              static_cast<int>(test::kParityPlans.size()) - missed, test::kParityPlans.size());
   return 0;
 }
 

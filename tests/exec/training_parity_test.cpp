@@ -11,6 +11,7 @@
 
 #include "exec/trainer.hpp"
 #include "plan/compile.hpp"
+#include "tests/exec/parity_plans.hpp"
 
 namespace strata {
 namespace {
@@ -31,26 +32,8 @@ ModelSpec parity_model() {
   return m;
 }
 
-struct PlanCase {
-  const char* name;
-  int64_t dp, tp, pp, vpp, zero;
-  bool sequence_parallel;
-  ScheduleKind schedule;
-};
-
-TrainResult train(const PlanCase& c, int64_t steps) {
-  ParallelPlan plan;
-  plan.dp = c.dp;
-  plan.tp = c.tp;
-  plan.pp = c.pp;
-  plan.vpp = c.vpp;
-  plan.zero_stage = c.zero;
-  plan.sequence_parallel = c.sequence_parallel;
-  plan.schedule = c.schedule;
-  plan.micro_batch = 1;
-  plan.global_batch = 8;
-  plan.seq_len = 16;
-  plan.dtype = DType::kFp32;
+TrainResult train(const test::ParityPlan& p, int64_t steps) {
+  const ParallelPlan plan = test::parity_plan(p, 1, 8, 16);
   const ModelSpec model = parity_model();
   validate_plan(plan, model, plan.gpus(), "test");
   const CompiledPlan compiled =
@@ -84,16 +67,7 @@ TEST_CASE(
   const int64_t steps = 5;
   const TrainResult serial = train({"serial", 1, 1, 1, 1, 0, false, ScheduleKind::k1F1B}, steps);
   REQUIRE(serial.steps.size() == static_cast<size_t>(steps));
-  const PlanCase cases[] = {
-      {"dp2-tp2-pp2 1F1B", 2, 2, 2, 1, 0, false, ScheduleKind::k1F1B},
-      {"dp4 zero 1 (x tp2)", 4, 2, 1, 1, 1, false, ScheduleKind::k1F1B},
-      {"dp4 zero 2 (x tp2)", 4, 2, 1, 1, 2, false, ScheduleKind::k1F1B},
-      {"dp4 zero 3 (x tp2)", 4, 2, 1, 1, 3, false, ScheduleKind::k1F1B},
-      {"tp4 sequence parallel (x dp2)", 2, 4, 1, 1, 0, true, ScheduleKind::k1F1B},
-      {"pp4 interleaved vpp2 (x dp2)", 2, 1, 4, 2, 0, false, ScheduleKind::kInterleaved},
-      {"dp2-pp2 GPipe (x tp2)", 2, 2, 2, 1, 0, false, ScheduleKind::kGpipe},
-  };
-  for (const PlanCase& c : cases) {
+  for (const test::ParityPlan& c : test::kParityPlans) {
     INFO("plan " << c.name);
     const TrainResult parallel = train(c, steps);
     REQUIRE(parallel.steps.size() == serial.steps.size());
