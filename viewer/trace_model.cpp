@@ -174,17 +174,19 @@ class TraceBuilder {
     return it->get<std::string>();
   }
 
-  int64_t nanoseconds(const json& value, int64_t index, const char* field) const {
+  // Microseconds (a JSON number) as integer nanoseconds; `field` names it in errors.
+  int64_t microseconds_value(const json& value, int64_t index, const char* field) const {
     if (!value.is_number() || !std::isfinite(value.get<double>())) {
       refuse(index, field, "is missing or not a number of microseconds");
     }
     return std::llround(value.get<double>() * 1000.0);
   }
 
+  // A required microseconds field of the event as integer nanoseconds.
   int64_t nanoseconds(const json& event, const char* field, int64_t index) const {
     const auto it = event.find(field);
     if (it == event.end()) refuse(index, field, "is missing");
-    return nanoseconds(*it, index, field);
+    return microseconds_value(*it, index, field);
   }
 
   int32_t lane_index(int32_t pid, int32_t tid) {
@@ -229,7 +231,7 @@ class TraceBuilder {
       e.flops = whole(*args, "flops", -1, index, in_args, -1, INT64_MAX);
       if (const auto t = args->find("transfer_us"); t != args->end()) {
         e.transfer_ns =
-            std::clamp(nanoseconds(*t, index, "args.transfer_us"), e.start_ns, e.end_ns());
+            std::clamp(microseconds_value(*t, index, "args.transfer_us"), e.start_ns, e.end_ns());
       }
       if (const auto d = args->find("deps"); d != args->end()) {
         if (!d->is_array()) refuse(index, "args.deps", "is not an array of task ids");
