@@ -47,12 +47,35 @@ template <typename T>
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
                         const T* mean, const T* rstd, int64_t n, int64_t c);
 
+// RMSNorm (Zhang & Sennrich 2019; Llama's norm) over each row of inp (N,C):
+// out (N,C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + 1e-5), saved for the
+// backward.
+template <typename T>
+void rmsnorm_forward(T* out, T* rstd, const T* inp, const T* weight, int64_t n, int64_t c);
+
+// With norm = inp * rstd and dnorm = dout * weight, per row (means over the C channels):
+// dinp (N,C) = rstd * (dnorm - norm * mean(dnorm * norm)); dweight (C) += the column sums of
+// dout * norm.
+template <typename T>
+void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const T* weight,
+                      const T* rstd, int64_t n, int64_t c);
+
 // GELU, tanh approximation (GPT-2): out (n) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 template <typename T>
 void gelu_forward(T* out, const T* inp, int64_t n);
 // dinp (n) = dout * gelu'(inp).
 template <typename T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, int64_t n);
+
+// SwiGLU (Shazeer 2020; Llama's MLP), Megatron-LM's layout: each row of inp (N,2H) is
+// [gate (H) | up (H)], the outputs of one fused product; out (N,H) = silu(gate) * up with
+// silu(x) = x * sigmoid(x).
+template <typename T>
+void swiglu_forward(T* out, const T* inp, int64_t n, int64_t h);
+// dinp (N,2H) = [dout * up * silu'(gate) | dout * silu(gate)], with
+// silu'(x) = sigmoid(x) (1 + x (1 - sigmoid(x))).
+template <typename T>
+void swiglu_backward(T* dinp, const T* inp, const T* dout, int64_t n, int64_t h);
 
 // Causal multi-head attention. qkv is (B,T,3*NH*HS): per token [q | k | v], each NH heads of HS.
 // att (B,NH,T,T) receives the softmax probabilities of scale * q.k (scale 1/sqrt(HS)), zero above

@@ -1,0 +1,111 @@
+#pragma once
+// What the CUDA kernels share: conversions between the storage type and fp32, warp and block
+// reductions in a fixed order, 16-byte vector loads, and checks on sizes and launches.
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/check.hpp"
+
+namespace strata::cuda {
+
+constexpr int kWarpSize = 32;
+
+// Checks the launch just queued (a bad configuration is reported here; a fault in the kernel
+// by the next synchronizing call).
+#define STRATA_CUDA_CHECK_LAUNCH() STRATA_CUDA_CHECK(cudaGetLastError())
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// value as an int, for kernels that index with int; throws std::invalid_argument naming what
+// when it does not fit.
+inline int checked_int(int64_t value, const char* what) {
+  if (value < 0 || value > INT_MAX) {
+    throw std::invalid_argument(std::string(what) + " = " + std::to_string(value) +
+                                " is outside [0, 2^31): split the call into smaller ones");
+  }
+  return static_cast<int>(value);
+}
+
+// fp32 arithmetic on either storage type.
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+// Butterfly reductions over the 32 lanes of a warp: every lane ends with the same value, and
+// the order of the additions depends only on the lane values, so the result is reproducible.
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    x += __shfl_xor_sync(0xffffffffu, x, offset);
+  }
+  return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  }
+  return x;
+}
+
+// The sum of x over the block's threads, returned to every thread. Needs blockDim.x a multiple
+// of 32 and at most 1024, and every thread of the block to call it. shared holds 32 floats; the
+// function synchronizes before it returns, so shared may be reused right after.
+__device__ __forceinline__ float block_sum(float x, float* shared) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int warps = blockDim.x / kWarpSize;
+  x = warp_sum(x);
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  x = lane < warps ? shared[lane] : 0.0f;
+  x = warp_sum(x);
+  __syncthreads();
+  return x;
+}
+__device__ __forceinline__ float block_max(float x, float* shared) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int warps = blockDim.x / kWarpSize;
+  x = warp_max(x);
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  x = lane < warps ? shared[lane] : -INFINITY;
+  x = warp_max(x);
+  __syncthreads();
+  return x;
+}
+
+// 16 bytes of T: 4 floats or 8 bf16s, loaded and stored as one instruction. The pointer must be
+// 16-byte aligned; callers check is_aligned16 and fall back to scalar code otherwise.
+template <typename T>
+struct alignas(16) Packed128 {
+  static constexpr int kSize = 16 / sizeof(T);
+  T values[kSize];
+};
+template <typename T>
+__device__ __forceinline__ Packed128<T> load128(const T* address) {
+  return *reinterpret_cast<const Packed128<T>*>(address);
+}
+template <typename T>
+__device__ __forceinline__ void store128(T* address, const Packed128<T>& packed) {
+  *reinterpret_cast<Packed128<T>*>(address) = packed;
+}
+inline bool is_aligned16(const void* pointer) {
+  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
+}
+
+}  // namespace strata::cuda
