@@ -17,6 +17,7 @@
 #include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/check.hpp"
@@ -40,6 +41,9 @@ class DeviceBuffer {
     data_ = static_cast<T*>(memory);
   }
   ~DeviceBuffer() { cudaFree(data_); }
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&&) = delete;
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
@@ -143,8 +147,8 @@ struct Comparison {
   }
 };
 
-template <typename Ref>
-Comparison compare(const std::vector<float>& out, const std::vector<Ref>& ref) {
+template <typename Out, typename Ref>
+Comparison compare(const std::vector<Out>& out, const std::vector<Ref>& ref) {
   REQUIRE(out.size() == ref.size());
   double diff2 = 0;
   double ref2 = 0;
