@@ -108,4 +108,32 @@ inline bool is_aligned16(const void* pointer) {
   return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
 }
 
+// x = p[0, kWidth) as floats: one 16-byte load when kWidth is Packed128<T>::kSize (p must then
+// be 16-byte aligned), else kWidth scalar loads.
+template <int kWidth, typename T>
+__device__ __forceinline__ void load_floats(float (&x)[kWidth], const T* p) {
+  if constexpr (kWidth == Packed128<T>::kSize) {
+    const Packed128<T> packed = load128(p);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) x[k] = to_float(packed.values[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) x[k] = to_float(p[k]);
+  }
+}
+
+// p[0, kWidth) = x rounded to T, as one 16-byte store when kWidth is Packed128<T>::kSize.
+template <int kWidth, typename T>
+__device__ __forceinline__ void store_floats(T* p, const float (&x)[kWidth]) {
+  if constexpr (kWidth == Packed128<T>::kSize) {
+    Packed128<T> packed;
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) packed.values[k] = from_float<T>(x[k]);
+    store128(p, packed);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) p[k] = from_float<T>(x[k]);
+  }
+}
+
 }  // namespace strata::cuda
