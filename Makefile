@@ -64,6 +64,9 @@ bench: build
 	build/default/bench/strata_bench_exec_cpu
 	build/default/bench/strata_bench_exec_vs_sim
 	build/default/bench/strata_bench_viewer
+	@if [ -x build/default/bench/strata_bench_kernels ]; then \
+	  echo build/default/bench/strata_bench_kernels; build/default/bench/strata_bench_kernels; \
+	else echo "strata_bench_kernels: not built (no CUDA toolkit here), skipped"; fi
 
 format:
 	clang-format -i $(CXX_SOURCES)
