@@ -136,7 +136,8 @@ void attention_backward(Context& ctx, T* dqkv, const T* dout, const T* qkv, cons
 
 // Path 2, tiled with an online softmax (Dao et al. 2022, FlashAttention-2's loop order): never
 // writes the (T,T) matrix. lse (B,NH,T) = each query row's log-sum-exp of its scaled scores,
-// kept for the backward. HS must be one of 32, 64, 80, 96, 128.
+// kept for the backward. HS must be one of 32, 64, 80, 96, 128, and qkv, out, dout and dqkv
+// 16-byte aligned (tiles move in 16-byte copies); needs sm_80 or newer (cp.async, bf16 wmma).
 template <typename T>
 void flash_attention_forward(Context& ctx, T* out, float* lse, const T* qkv, int64_t b, int64_t t,
                              int64_t nh, int64_t hs);
