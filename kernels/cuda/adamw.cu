@@ -22,28 +22,6 @@ constexpr int kSumUnroll = 4;
 // kSumMaxBlocks threads, one partial each.
 constexpr int64_t kSumMaxBlocks = 1024;
 
-__device__ __forceinline__ double warp_sum_double(double x) {
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-    x += __shfl_xor_sync(0xffffffffu, x, offset);
-  }
-  return x;
-}
-
-// block_sum of common.cuh in fp64: the sum over the block's threads, returned to every thread
-// (blockDim.x a multiple of 32, at most 1024; every thread calls it). shared holds 32 doubles.
-__device__ __forceinline__ double block_sum_double(double x, double* shared) {
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  const int warps = blockDim.x / kWarpSize;
-  x = warp_sum_double(x);
-  if (lane == 0) shared[warp] = x;
-  __syncthreads();
-  x = lane < warps ? shared[lane] : 0.0;
-  x = warp_sum_double(x);
-  __syncthreads();
-  return x;
-}
-
 // partials is (gridDim.x), x (n): partials[b] = the sum of x[i]^2 over the elements block b
 // owns, in fp64. A float's square is exact in double (24-bit mantissas, a 48-bit product), so
 // only the additions round. Thread t of the grid (stride threads in all) owns
@@ -66,7 +44,7 @@ __global__ void sum_of_squares_partials_kernel(double* partials, const float* x,
       sum += xi * xi;
     }
   }
-  sum = block_sum_double(sum, shared);
+  sum = block_sum(sum, shared);
   if (threadIdx.x == 0) partials[blockIdx.x] = sum;
 }
 
@@ -75,7 +53,7 @@ __global__ void sum_of_squares_total_kernel(double* total, const double* partial
   __shared__ double shared[kWarpSize];
   double sum = 0.0;
   for (int b = threadIdx.x; b < count; b += blockDim.x) sum += partials[b];
-  sum = block_sum_double(sum, shared);
+  sum = block_sum(sum, shared);
   if (threadIdx.x == 0) *total += sum;
 }
 

@@ -48,7 +48,9 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
 
 // Butterfly reductions over the 32 lanes of a warp: every lane ends with the same value, and
 // the order of the additions depends only on the lane values, so the result is reproducible.
-__device__ __forceinline__ float warp_sum(float x) {
+// V is float or double.
+template <typename V>
+__device__ __forceinline__ V warp_sum(V x) {
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
     x += __shfl_xor_sync(0xffffffffu, x, offset);
   }
@@ -62,16 +64,17 @@ __device__ __forceinline__ float warp_max(float x) {
 }
 
 // The sum of x over the block's threads, returned to every thread. Needs blockDim.x a multiple
-// of 32 and at most 1024, and every thread of the block to call it. shared holds 32 floats; the
+// of 32 and at most 1024, and every thread of the block to call it. shared holds 32 values; the
 // function synchronizes before it returns, so shared may be reused right after.
-__device__ __forceinline__ float block_sum(float x, float* shared) {
+template <typename V>
+__device__ __forceinline__ V block_sum(V x, V* shared) {
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
   const int warps = blockDim.x / kWarpSize;
   x = warp_sum(x);
   if (lane == 0) shared[warp] = x;
   __syncthreads();
-  x = lane < warps ? shared[lane] : 0.0f;
+  x = lane < warps ? shared[lane] : V(0);
   x = warp_sum(x);
   __syncthreads();
   return x;

@@ -171,10 +171,10 @@ void add_bias(Context& ctx, T* out, const T* bias, int64_t n, int64_t oc) {
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
-// out (N,OC) = inp (N,C) @ weight^T, with the bias as an epilogue where cuBLASLt fuses it.
+// The forward product out (N,OC) = inp (N,C) @ weight^T: out' (OC,N) = op_T(weight' (C,OC)) @
+// inp' (C,N) column-major, m = OC, n = N, k = C; no epilogue yet.
 template <typename T>
-void product_with_bias(Context& ctx, T* out, const T* inp, const T* weight, const T* bias,
-                       int64_t n, int64_t c, int64_t oc) {
+Product forward_product(T* out, const T* inp, const T* weight, int64_t n, int64_t c, int64_t oc) {
   Product product;
   product.trans_a = CUBLAS_OP_T;
   product.m = oc;
@@ -189,6 +189,14 @@ void product_with_bias(Context& ctx, T* out, const T* inp, const T* weight, cons
   product.d = out;
   product.d_type = kDataType<T>;
   product.ldd = oc;
+  return product;
+}
+
+// out (N,OC) = inp (N,C) @ weight^T, with the bias as an epilogue where cuBLASLt fuses it.
+template <typename T>
+void product_with_bias(Context& ctx, T* out, const T* inp, const T* weight, const T* bias,
+                       int64_t n, int64_t c, int64_t oc) {
+  Product product = forward_product(out, inp, weight, n, c, oc);
   if (bias != nullptr) {
     product.epilogue = CUBLASLT_EPILOGUE_BIAS;
     product.bias = bias;
@@ -268,20 +276,7 @@ void matmul_gelu_forward(Context& ctx, T* out, T* pre_gelu, const T* inp, const 
                          const T* bias, int64_t n, int64_t c, int64_t oc) {
   if (n <= 0 || oc <= 0) return;
   if (std::is_same_v<T, bf16> && c > 0) {
-    Product product;
-    product.trans_a = CUBLAS_OP_T;
-    product.m = oc;
-    product.n = n;
-    product.k = c;
-    product.a = weight;
-    product.a_type = kDataType<T>;
-    product.lda = c;
-    product.b = inp;
-    product.b_type = kDataType<T>;
-    product.ldb = c;
-    product.d = out;
-    product.d_type = kDataType<T>;
-    product.ldd = oc;
+    Product product = forward_product(out, inp, weight, n, c, oc);
     product.epilogue =
         bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     product.bias = bias;
