@@ -104,6 +104,50 @@ constexpr int query_pass_blocks_per_sm() {
   return D > 32 ? 3 : 4;
 }
 
+// The shared-memory regions of a backward pass, at the byte offsets its Layout gives.
+template <typename T, typename Layout>
+struct BackwardShared {
+  T* k;
+  T* v;
+  T* q;
+  T* dout;
+  float* scores;
+  float* dprobs;
+  T* probs;
+  float* lse;
+  float* dvec;
+  __device__ explicit BackwardShared(unsigned char* shared)
+      : k(reinterpret_cast<T*>(shared + Layout::kK)),
+        v(reinterpret_cast<T*>(shared + Layout::kV)),
+        q(reinterpret_cast<T*>(shared + Layout::kQ)),
+        dout(reinterpret_cast<T*>(shared + Layout::kDout)),
+        scores(reinterpret_cast<float*>(shared + Layout::kScores)),
+        dprobs(reinterpret_cast<float*>(shared + Layout::kDprobs)),
+        probs(reinterpret_cast<T*>(shared + Layout::kProbs)),
+        lse(reinterpret_cast<float*>(shared + Layout::kLse)),
+        dvec(reinterpret_cast<float*>(shared + Layout::kDvec)) {}
+};
+
+// Head h of batch b in the backward's inputs: row 0 of its Q, K and V in qkv (row stride
+// 3*NH*HS), of its dO in dout (row stride NH*HS), and its lse and D rows (T each).
+template <typename T>
+struct BackwardHead {
+  const T* q;
+  const T* k;
+  const T* v;
+  const T* dout;
+  const float* lse;
+  const float* dvec;
+  __device__ BackwardHead(const T* qkv, const T* dout_all, const float* lse_all,
+                          const float* dvec_all, int t, int nh, int hs, int b, int h)
+      : q(qkv + int64_t{b} * t * 3 * nh * hs + h * hs),
+        k(q + nh * hs),
+        v(q + 2 * nh * hs),
+        dout(dout_all + int64_t{b} * t * nh * hs + h * hs),
+        lse(lse_all + (int64_t{b} * nh + h) * t),
+        dvec(dvec_all + (int64_t{b} * nh + h) * t) {}
+};
+
 // Pass 1. dqkv (B,T,3*NH*D): writes the dK and dV column blocks of head h; dout (B,T,NH*D),
 // qkv (B,T,3*NH*D), lse and dvec (B,NH,T). Grid (NH, B, ceil(T/64)), 128 threads: block
 // (h, b, key tile), warp w owns keys k0 + 16w .. k0 + 16w + 15. Key tile 0 meets every query
@@ -115,15 +159,7 @@ __global__ void __launch_bounds__(kThreads, key_pass_blocks_per_sm<T, D>())
                                         float scale_log2) {
   using Layout = KeyPassLayout<T, D>;
   extern __shared__ __align__(128) unsigned char shared[];
-  T* s_k = reinterpret_cast<T*>(shared + Layout::kK);
-  T* s_v = reinterpret_cast<T*>(shared + Layout::kV);
-  T* s_q = reinterpret_cast<T*>(shared + Layout::kQ);
-  T* s_dout = reinterpret_cast<T*>(shared + Layout::kDout);
-  float* s_scores = reinterpret_cast<float*>(shared + Layout::kScores);
-  float* s_dprobs = reinterpret_cast<float*>(shared + Layout::kDprobs);
-  T* s_probs = reinterpret_cast<T*>(shared + Layout::kProbs);
-  float* s_lse = reinterpret_cast<float*>(shared + Layout::kLse);
-  float* s_dvec = reinterpret_cast<float*>(shared + Layout::kDvec);
+  const BackwardShared<T, Layout> s(shared);
 
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
@@ -134,21 +170,16 @@ __global__ void __launch_bounds__(kThreads, key_pass_blocks_per_sm<T, D>())
   const int k0 = k_tile * kTile;
   const int c = nh * D;
   const int64_t c3 = 3 * int64_t{c};
-  const T* q_head = qkv + int64_t{b} * t * c3 + h * D;  // row 0 of head h's Q in batch b
-  const T* k_head = q_head + c;
-  const T* v_head = q_head + 2 * c;
-  const T* dout_head = dout + int64_t{b} * t * c + h * D;
-  const float* lse_head = lse + (int64_t{b} * nh + h) * t;
-  const float* dvec_head = dvec + (int64_t{b} * nh + h) * t;
+  const BackwardHead<T> head(qkv, dout, lse, dvec, t, nh, D, b, h);
 
-  load_tile<T, D>(s_k, k_head + k0 * c3, c3, t - k0);
-  load_tile<T, D>(s_v, v_head + k0 * c3, c3, t - k0);  // waited for with the first query tile
+  load_tile<T, D>(s.k, head.k + k0 * c3, c3, t - k0);
+  load_tile<T, D>(s.v, head.v + k0 * c3, c3, t - k0);  // waited for with the first query tile
 
-  const T* k_strip = s_k + warp * kStripRows * kTileLd<T, D>;
-  const T* v_strip = s_v + warp * kStripRows * kTileLd<T, D>;
-  float* scores = s_scores + warp * kStripRows * kScoreLd;
-  float* dprobs = s_dprobs + warp * kStripRows * kScoreLd;
-  T* probs = s_probs + warp * kStripRows * kProbLd<T>;
+  const T* k_strip = s.k + warp * kStripRows * kTileLd<T, D>;
+  const T* v_strip = s.v + warp * kStripRows * kTileLd<T, D>;
+  float* scores = s.scores + warp * kStripRows * kScoreLd;
+  float* dprobs = s.dprobs + warp * kStripRows * kScoreLd;
+  T* probs = s.probs + warp * kStripRows * kProbLd<T>;
   const int first_key = k0 + warp * kStripRows;
   StripAccumulator<T, D> dk;
   StripAccumulator<T, D> dv;
@@ -158,10 +189,10 @@ __global__ void __launch_bounds__(kThreads, key_pass_blocks_per_sm<T, D>())
   for (int q_tile = k_tile; q_tile < n_tiles; ++q_tile) {
     const int q0 = q_tile * kTile;
     __syncthreads();  // every warp is done with the previous Q and dO tiles, lse and D
-    load_tile<T, D>(s_q, q_head + q0 * c3, c3, t - q0);
-    load_tile<T, D>(s_dout, dout_head + q0 * int64_t{c}, c, t - q0);
-    load_row_values(s_lse, lse_head + q0, t - q0, kLog2e);
-    load_row_values(s_dvec, dvec_head + q0, t - q0, 1.0f);
+    load_tile<T, D>(s.q, head.q + q0 * c3, c3, t - q0);
+    load_tile<T, D>(s.dout, head.dout + q0 * int64_t{c}, c, t - q0);
+    load_row_values(s.lse, head.lse + q0, t - q0, kLog2e);
+    load_row_values(s.dvec, head.dvec + q0, t - q0, 1.0f);
     wait_for_tiles();
     __syncthreads();
 
@@ -169,7 +200,7 @@ __global__ void __launch_bounds__(kThreads, key_pass_blocks_per_sm<T, D>())
     // where query >= key and query < T (key < T follows), else 0: kept in fp32 for dS and as T
     // for the product. Element (jr, ic): key first_key + jr, query q0 + ic; step e of the loop
     // covers row e / 2, column lane + 32 (e % 2), so a warp's accesses are consecutive.
-    strip_scores<D>(scores, k_strip, s_q);
+    strip_scores<D>(scores, k_strip, s.q);
     __syncwarp();
 #pragma unroll 4
     for (int e = 0; e < kStripRows * 2; ++e) {
@@ -177,14 +208,14 @@ __global__ void __launch_bounds__(kThreads, key_pass_blocks_per_sm<T, D>())
       const int ic = lane + kWarpSize * (e % 2);
       const int j = first_key + jr;
       const int i = q0 + ic;
-      float* s = scores + jr * kScoreLd + ic;
-      const float p = (j <= i && i < t) ? exp2f(scale_log2 * *s - s_lse[ic]) : 0.0f;
-      *s = p;
+      float* score = scores + jr * kScoreLd + ic;
+      const float p = (j <= i && i < t) ? exp2f(scale_log2 * *score - s.lse[ic]) : 0.0f;
+      *score = p;
       probs[jr * kProbLd<T> + ic] = from_float<T>(p);
     }
     __syncwarp();
-    dv.add_product(probs, s_dout);             // dV (16 keys, D) += P^T dO
-    strip_scores<D>(dprobs, v_strip, s_dout);  // dP^T (16 keys, 64 queries) = V_strip dO^T
+    dv.add_product(probs, s.dout);             // dV (16 keys, D) += P^T dO
+    strip_scores<D>(dprobs, v_strip, s.dout);  // dP^T (16 keys, 64 queries) = V_strip dO^T
     __syncwarp();  // every lane is done reading probs (P^T) and has stored its dP^T
     // dS^T = scale P^T (dP^T - D_query), as T: the scale of dK = scale dS^T Q folded in.
 #pragma unroll 4
@@ -192,19 +223,19 @@ __global__ void __launch_bounds__(kThreads, key_pass_blocks_per_sm<T, D>())
       const int jr = e / 2;
       const int ic = lane + kWarpSize * (e % 2);
       const float p = scores[jr * kScoreLd + ic];
-      const float ds = scale * p * (dprobs[jr * kScoreLd + ic] - s_dvec[ic]);
+      const float ds = scale * p * (dprobs[jr * kScoreLd + ic] - s.dvec[ic]);
       probs[jr * kProbLd<T> + ic] = from_float<T>(ds);
     }
     __syncwarp();
-    dk.add_product(probs, s_q);  // dK (16 keys, D) += scale dS^T Q
+    dk.add_product(probs, s.q);  // dK (16 keys, D) += scale dS^T Q
   }
 
-  // Only this warp reads its own strips of s_k and s_v (k_strip, v_strip), which now stage dK
+  // Only this warp reads its own strips of s.k and s.v (k_strip, v_strip), which now stage dK
   // and dV on their way out; scores is its own too.
   __syncwarp();
   T* dk_rows = dqkv + (int64_t{b} * t + first_key) * c3 + c + h * D;
-  dk.store(scores, s_k + warp * kStripRows * kTileLd<T, D>, dk_rows, c3, t - first_key);
-  dv.store(scores, s_v + warp * kStripRows * kTileLd<T, D>, dk_rows + c, c3, t - first_key);
+  dk.store(scores, s.k + warp * kStripRows * kTileLd<T, D>, dk_rows, c3, t - first_key);
+  dv.store(scores, s.v + warp * kStripRows * kTileLd<T, D>, dk_rows + c, c3, t - first_key);
 }
 
 // Pass 2. dqkv (B,T,3*NH*D): writes the dQ column block of head h; dout, qkv, lse, dvec as in
@@ -218,15 +249,7 @@ __global__ void __launch_bounds__(kThreads, query_pass_blocks_per_sm<T, D>())
                                           float scale_log2) {
   using Layout = QueryPassLayout<T, D>;
   extern __shared__ __align__(128) unsigned char shared[];
-  T* s_k = reinterpret_cast<T*>(shared + Layout::kK);
-  T* s_v = reinterpret_cast<T*>(shared + Layout::kV);
-  T* s_q = reinterpret_cast<T*>(shared + Layout::kQ);
-  T* s_dout = reinterpret_cast<T*>(shared + Layout::kDout);
-  float* s_scores = reinterpret_cast<float*>(shared + Layout::kScores);
-  float* s_dprobs = reinterpret_cast<float*>(shared + Layout::kDprobs);
-  T* s_probs = reinterpret_cast<T*>(shared + Layout::kProbs);
-  float* s_lse = reinterpret_cast<float*>(shared + Layout::kLse);
-  float* s_dvec = reinterpret_cast<float*>(shared + Layout::kDvec);
+  const BackwardShared<T, Layout> s(shared);
 
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
@@ -236,30 +259,25 @@ __global__ void __launch_bounds__(kThreads, query_pass_blocks_per_sm<T, D>())
   const int q0 = q_tile * kTile;
   const int c = nh * D;
   const int64_t c3 = 3 * int64_t{c};
-  const T* q_head = qkv + int64_t{b} * t * c3 + h * D;
-  const T* k_head = q_head + c;
-  const T* v_head = q_head + 2 * c;
-  const T* dout_head = dout + int64_t{b} * t * c + h * D;
-  const float* lse_head = lse + (int64_t{b} * nh + h) * t;
-  const float* dvec_head = dvec + (int64_t{b} * nh + h) * t;
+  const BackwardHead<T> head(qkv, dout, lse, dvec, t, nh, D, b, h);
 
-  load_tile<T, D>(s_q, q_head + q0 * c3, c3, t - q0);
-  load_tile<T, D>(s_dout, dout_head + q0 * int64_t{c}, c, t - q0);
-  load_row_values(s_lse, lse_head + q0, t - q0, kLog2e);
-  load_row_values(s_dvec, dvec_head + q0, t - q0, 1.0f);
+  load_tile<T, D>(s.q, head.q + q0 * c3, c3, t - q0);
+  load_tile<T, D>(s.dout, head.dout + q0 * int64_t{c}, c, t - q0);
+  load_row_values(s.lse, head.lse + q0, t - q0, kLog2e);
+  load_row_values(s.dvec, head.dvec + q0, t - q0, 1.0f);
   wait_for_tiles();
   __syncthreads();
   StripOperand<T, D> q;
   StripOperand<T, D> dy;
-  q.load(s_q + warp * kStripRows * kTileLd<T, D>);
-  dy.load(s_dout + warp * kStripRows * kTileLd<T, D>);
+  q.load(s.q + warp * kStripRows * kTileLd<T, D>);
+  dy.load(s.dout + warp * kStripRows * kTileLd<T, D>);
   __syncthreads();  // bf16: every warp holds its Q and dO fragments before the strips over them
 
-  float* scores = s_scores + warp * kStripRows * kScoreLd;
-  float* dprobs = s_dprobs + warp * kStripRows * kScoreLd;
-  T* probs = s_probs + warp * kStripRows * kProbLd<T>;
-  const float* lse_strip = s_lse + warp * kStripRows;
-  const float* dvec_strip = s_dvec + warp * kStripRows;
+  float* scores = s.scores + warp * kStripRows * kScoreLd;
+  float* dprobs = s.dprobs + warp * kStripRows * kScoreLd;
+  T* probs = s.probs + warp * kStripRows * kProbLd<T>;
+  const float* lse_strip = s.lse + warp * kStripRows;
+  const float* dvec_strip = s.dvec + warp * kStripRows;
   const int first_query = q0 + warp * kStripRows;
   StripAccumulator<T, D> dq;
   dq.zero();
@@ -267,13 +285,13 @@ __global__ void __launch_bounds__(kThreads, query_pass_blocks_per_sm<T, D>())
   for (int k_tile = 0; k_tile <= q_tile; ++k_tile) {
     const int k0 = k_tile * kTile;
     __syncthreads();  // every warp is done with the previous K and V tiles
-    load_tile<T, D>(s_k, k_head + k0 * c3, c3, t - k0);
-    load_tile<T, D>(s_v, v_head + k0 * c3, c3, t - k0);
+    load_tile<T, D>(s.k, head.k + k0 * c3, c3, t - k0);
+    load_tile<T, D>(s.v, head.v + k0 * c3, c3, t - k0);
     wait_for_tiles();
     __syncthreads();
 
-    strip_scores<D>(scores, q, s_k);   // S (16 queries, 64 keys) = Q_strip K^T
-    strip_scores<D>(dprobs, dy, s_v);  // dP (16 queries, 64 keys) = dO_strip V^T
+    strip_scores<D>(scores, q, s.k);   // S (16 queries, 64 keys) = Q_strip K^T
+    strip_scores<D>(dprobs, dy, s.v);  // dP (16 queries, 64 keys) = dO_strip V^T
     __syncwarp();
     // dS = scale P (dP - D_query) with P = 2^(scale log2(e) S - lse log2(e)) where key <= query
     // and query < T, else 0; as T, the scale of dQ = scale dS K folded in. Element (ir, jc):
@@ -290,11 +308,11 @@ __global__ void __launch_bounds__(kThreads, query_pass_blocks_per_sm<T, D>())
       probs[ir * kProbLd<T> + jc] = from_float<T>(ds);
     }
     __syncwarp();
-    dq.add_product(probs, s_k);  // dQ (16 queries, D) += scale dS K
+    dq.add_product(probs, s.k);  // dQ (16 queries, D) += scale dS K
   }
 
-  __syncthreads();  // every warp is done reading s_k, whose strips stage dQ
-  dq.store(scores, s_k + warp * kStripRows * kTileLd<T, D>,
+  __syncthreads();  // every warp is done reading s.k, whose strips stage dQ
+  dq.store(scores, s.k + warp * kStripRows * kTileLd<T, D>,
            dqkv + (int64_t{b} * t + first_query) * c3 + h * D, c3, t - first_query);
 }
 
