@@ -1,5 +1,5 @@
 // bench/nccl_compare: the collective model against every nccl-tests point of
-// ../shared/reference/nccl_busbw.csv that a built-in cluster models (one node of A100, H200 or
+// data/reference/nccl_busbw.csv that a built-in cluster models (one node of A100, H200 or
 // B200, subsets of a node, four B200 nodes): the algorithm and protocol the model picks, the
 // predicted and measured bus bandwidth and their ratio. The acceptance criterion of the
 // simulator (tests/sim/network_timing_test.cpp): all_reduce on 8 x A100 and 8 x H200 within 10%

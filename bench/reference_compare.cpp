@@ -1,5 +1,5 @@
 // bench/reference_compare: the simulator against Korthikanti et al. 2022 on A100
-// (../shared/reference/korthikanti2022.csv and korthikanti2022_layer_time.csv): iteration times of
+// (data/reference/korthikanti2022.csv and korthikanti2022_layer_time.csv): iteration times of
 // the four configurations in both recompute modes, the selective-over-full throughput gain, the
 // per-layer forward and backward times of the 22B model, and the mean absolute error.
 

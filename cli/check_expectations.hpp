@@ -3,7 +3,7 @@
 //   "expect": {"step_time_s": {"value": 13.2, "rel_tol": 0.02},
 //              "bubble_fraction": {"value": 0.074, "abs_tol": 0.005},
 //              "fits_in_memory": true},
-//   "reference": {"step_time_s": 13.75, "source": "../shared/reference/korthikanti2022.csv ..."}
+//   "reference": {"step_time_s": 13.75, "source": "data/reference/korthikanti2022.csv ..."}
 // "expect" names metrics of the `strata simulate --json` report (its top-level numbers and
 // booleans): a number metric takes {"value", "rel_tol" and/or "abs_tol"}, a boolean metric is
 // given bare. "reference" holds published figures for the same metrics, printed beside the

@@ -7,7 +7,7 @@
 // (m x k) @ (k x n) product is 2mnk FLOPs; attention scores and context are counted in full
 // (no halving for the causal mask); a backward op costs twice its forward (input and weight
 // gradients). Elementwise and norm ops are counted too (a few FLOPs per element) but are
-// negligible next to the products. See ../shared/reference/stated_facts.csv.
+// negligible next to the products. See data/reference/stated_facts.csv.
 
 #include <array>
 #include <cstdint>

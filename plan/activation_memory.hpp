@@ -4,7 +4,7 @@
 // grouped-query attention, SwiGLU MLPs and models without dropout. With 16-bit activations, MHA,
 // d_ff = 4h and dropout this is exactly the paper's sbh(34 + 5as/h), its tensor-parallel variant
 // sbh(10 + 24/t + 5as/(ht)), with sequence parallelism sbh(34/t + 5as/(ht)), with selective
-// recompute sbh(10 + 24/t) (../shared/reference/activation_memory_formulas.csv).
+// recompute sbh(10 + 24/t) (data/reference/activation_memory_formulas.csv).
 //
 // Per term (s sequence, b micro-batch, h hidden, a heads, t tp; e bytes per element, 2 in 16-bit;
 // "rep" terms are replicated over TP ranks unless sequence parallel splits them too):

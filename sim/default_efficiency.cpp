@@ -2,12 +2,12 @@
 //
 // A100 (the reference): set so that the simulator reproduces Korthikanti et al. 2022 on
 // A100-SXM4-80GB: the per-layer forward and backward times of the 22B model
-// (../shared/reference/korthikanti2022_layer_time.csv) and the iteration times of the 22B, 175B,
-// 530B and 1T configurations in both recompute modes (../shared/reference/korthikanti2022.csv);
+// (data/reference/korthikanti2022_layer_time.csv) and the iteration times of the 22B, 175B,
+// 530B and 1T configurations in both recompute modes (data/reference/korthikanti2022.csv);
 // `bench/reference_compare` prints the comparison. The matmul curve's ceiling stays below the
 // measured matmul maximum of hardware.csv (271.2 of 312 TFLOP/s, 86.9%).
 //
-// H100, H200, B200 and devices read from files: no end-to-end measurement in ../shared/reference
+// H100, H200, B200 and devices read from files: no end-to-end measurement in data/reference
 // covers them, so their tables are the A100's with the compute-bound curves (matmul, attention)
 // scaled by the ratio of the device's measured matmul maximum to its dense peak over the A100's
 // ratio (hardware.csv: H100 794.5 / 989 = 80.3%, B200 1745 / 2250 = 77.6%; H200 has no bf16

@@ -1,5 +1,5 @@
 #pragma once
-// Reads the published measurements in ../shared/reference/*.csv (RFC 4180: quoted fields may hold
+// Reads the published measurements in data/reference/*.csv (RFC 4180: quoted fields may hold
 // commas and doubled quotes) so tests can check the models against every row.
 
 #include <fstream>
@@ -41,7 +41,7 @@ inline std::vector<std::string> split_csv_line(const std::string& line) {
   return fields;
 }
 
-// Every row of ../shared/reference/<file> as a map from column name to text.
+// Every row of data/reference/<file> as a map from column name to text.
 inline std::vector<CsvRow> read_reference_csv(const std::string& file) {
   const std::string path = std::string(STRATA_REFERENCE_DIR) + "/" + file;
   std::ifstream in(path);

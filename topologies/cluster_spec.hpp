@@ -1,7 +1,7 @@
 #pragma once
 // ClusterSpec: nodes of identical GPUs, the fabric inside a node and the fabric between nodes.
 // Built-in clusters live in topologies/clusters/*.json, with link figures from
-// ../shared/reference/interconnect.csv cited in each file's "source" field.
+// data/reference/interconnect.csv cited in each file's "source" field.
 
 #include <cstdint>
 #include <string>

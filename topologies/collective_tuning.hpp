@@ -3,7 +3,7 @@
 // NCCL switches between by message size (LL, LL128, Simple), each with a fixed latency per
 // collective step and the fraction of the links' bandwidth it achieves (protocol overhead: LL
 // sends 8-byte lines of 4 data bytes, LL128 128-byte lines of 120; Simple is limited by channel
-// count and synchronization). Calibrated against ../shared/reference/nccl_busbw.csv; each built-in
+// count and synchronization). Calibrated against data/reference/nccl_busbw.csv; each built-in
 // cluster file cites the rows its figures were fitted to.
 //
 // Worked example (dgx-a100, nvlink Simple: base latency 10.65 µs, efficiency 0.728): a ring
@@ -46,7 +46,7 @@ struct CollectiveTuning {
 
 // Defaults for a cluster file without a "collectives" section, and for a ClusterSpec built in
 // code. Efficiencies follow NCCL's protocol overheads as the NCCL team quotes them (nccl-tests
-// issues #212 and #290, rows of ../shared/reference/nccl_busbw.csv): Simple reaches ~80% of the
+// issues #212 and #290, rows of data/reference/nccl_busbw.csv): Simple reaches ~80% of the
 // NVLink line rate (370 of 450 GB/s) and ~92% of an InfiniBand NIC's (46 of 50 GB/s); LL128
 // carries 120 data bytes per 128-byte line (0.94 x Simple), LL 4 per 8 (0.5 x Simple).
 // Latencies (a few µs per step, tens for NVLS) and size thresholds are assumptions of the same

@@ -42,7 +42,7 @@ DeviceSpec parse_device(const JsonFields& fields) {
   DeviceSpec device;
   device.name = fields.string("name");
 
-  // Dense peaks (no sparsity), as ../shared/reference/hardware.csv lists them. A device without
+  // Dense peaks (no sparsity), as data/reference/hardware.csv lists them. A device without
   // TF32 or FP8 omits the key or writes 0.
   const JsonFields peaks = fields.object("peak_tflops");
   peaks.refuse_unknown(kPeakFields);

@@ -1,7 +1,7 @@
 #pragma once
 // DeviceSpec: one accelerator model as the cost models see it. Built-in devices live in
 // topologies/devices/*.json (compiled into the binary), with figures from
-// ../shared/reference/hardware.csv cited in each file's "source" field.
+// data/reference/hardware.csv cited in each file's "source" field.
 
 #include <cstdint>
 #include <string>

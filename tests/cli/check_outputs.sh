@@ -56,7 +56,7 @@ assert "korthikanti2022-175b" in shown and "default" in shown
     # The published step time of korthikanti2022-175b (13.75 s) beside its prediction.
     grep -Eq '^korthikanti2022-175b +step_time_s .* ok +13\.75 +[-+][0-9.]+ \([-+][0-9.]+%\)$' \
       stdout.txt || fail "the published step time of korthikanti2022-175b is not printed beside"
-    grep -q "^  korthikanti2022-175b: ../shared/reference/korthikanti2022.csv row '175B (GPT-3)'" \
+    grep -q "^  korthikanti2022-175b: data/reference/korthikanti2022.csv row '175B (GPT-3)'" \
       stdout.txt || fail "the source of korthikanti2022-175b's published figures is not printed"
     ;;
   regression)

@@ -53,7 +53,7 @@ TEST_CASE("gpt2-124m has exactly the 124,439,808 parameters Hugging Face reports
 }
 
 // GPT-2 medium/large/XL: the Hugging Face model cards of gpt2-medium and gpt2-large call them
-// the 355M and 774M versions; llm.c's d48 is 1558M (../shared/reference/llmc_gpt2.csv,
+// the 355M and 774M versions; llm.c's d48 is 1558M (data/reference/llmc_gpt2.csv,
 // params_million). (The GPT-2 paper's own 345M/762M/1542M undercount.)
 TEST_CASE("larger GPT-2 sizes match their stated parameter counts within 0.5%", "[models]") {
   CHECK(static_cast<double>(zoo_parameters("gpt2-350m")) == Approx(355e6).epsilon(0.005));

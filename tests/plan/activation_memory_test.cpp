@@ -1,5 +1,5 @@
 // Activation memory derived from the task graph's memory tasks against Korthikanti et al. 2022
-// (../shared/reference/activation_memory_formulas.csv), for the GPT-3 175B configuration of
+// (data/reference/activation_memory_formulas.csv), for the GPT-3 175B configuration of
 // korthikanti2022.csv (a 96, h 12288, s 2048, b 1, t 8, L 96, p 8).
 
 #include <catch2/catch.hpp>

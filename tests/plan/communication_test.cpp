@@ -1,5 +1,5 @@
 // The communication the lowering emits, against facts stated in the papers
-// (../shared/reference/stated_facts.csv and the Megatron-LM papers).
+// (data/reference/stated_facts.csv and the Megatron-LM papers).
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
 // FLOPs per step summed from the task graph against the closed forms of
-// ../shared/reference/stated_facts.csv, for the GPT-3-shaped models of korthikanti2022.csv:
+// data/reference/stated_facts.csv, for the GPT-3-shaped models of korthikanti2022.csv:
 //   model FLOPs (no recompute)         72 B L s h^2 (1 + s/(6h) + v/(12hL))   (Korthikanti App. A)
 //   hardware FLOPs with full recompute 96 B s l h^2 (1 + s/(6h) + V/(16lh))   (Narayanan Eq. 3)
 

@@ -1,4 +1,4 @@
-// Model-state memory against the ZeRO paper's Table 1 (../shared/reference/zero_memory.csv):
+// Model-state memory against the ZeRO paper's Table 1 (data/reference/zero_memory.csv):
 // per-device bytes of 16-bit parameters and gradients and K = 12 bytes of Adam states per
 // parameter, sharded over the DP degree by stage (Pos, Pos+g, Pos+g+p).
 

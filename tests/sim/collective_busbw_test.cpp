@@ -1,4 +1,4 @@
-// The collective model against nccl-tests (../shared/reference/nccl_busbw.csv), analytically:
+// The collective model against nccl-tests (data/reference/nccl_busbw.csv), analytically:
 // for each measured row, plan the collective on the built-in cluster that models the system and
 // time the plan on an idle cluster by hand (tests/sim/collective_fixtures.hpp: per step, latency
 // + the busiest link's wire bytes / bandwidth), without the engine. Predicted bus bandwidth =

@@ -1,6 +1,6 @@
 #pragma once
 // The four A100 configurations of Korthikanti et al. 2022 (Table 3 and 5;
-// ../shared/reference/korthikanti2022.csv) as plans, for the reference test and
+// data/reference/korthikanti2022.csv) as plans, for the reference test and
 // bench/reference_compare: GPT-3-style models (the zoo's gpt3-175b architecture with each row's
 // layers, hidden size and heads; vocabulary 51200, sequence 2048) on DGX A100 nodes, data
 // parallel size 1, in the paper's two modes: the tensor-parallel baseline with full activation

@@ -1,5 +1,5 @@
 #pragma once
-// nccl-tests all_reduce sweeps from ../shared/reference/nccl_busbw.csv as (system, GPUs, size,
+// nccl-tests all_reduce sweeps from data/reference/nccl_busbw.csv as (system, GPUs, size,
 // measured bus bandwidth) points, with the built-in cluster that models each system; shared by
 // tests/sim/network_timing_test.cpp and bench/nccl_compare.
 

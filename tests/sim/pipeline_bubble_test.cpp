@@ -1,5 +1,5 @@
 // Pipeline bubbles against their closed forms (Narayanan et al. 2021, Sec. 2.2; also
-// ../shared/reference/stated_facts.csv): with uniform stages and free communication, the idle
+// data/reference/stated_facts.csv): with uniform stages and free communication, the idle
 // time of a stage over its ideal (pipeline) compute time is (p-1)/m for GPipe and 1F1B and
 // (p-1)/(v*m) for interleaved 1F1B with v model chunks per stage.
 

@@ -1,5 +1,5 @@
 // The simulator against published end-to-end measurements on A100: the iteration times of
-// Korthikanti et al. 2022 (../shared/reference/korthikanti2022.csv, Table 5) for the 22B, 175B,
+// Korthikanti et al. 2022 (data/reference/korthikanti2022.csv, Table 5) for the 22B, 175B,
 // 530B and 1T configurations, with full recomputation and with sequence parallelism + selective
 // recomputation, within 10%; and the throughput gain of the second over the first within 5
 // percentage points. bench/reference_compare prints the whole comparison.

@@ -1,5 +1,5 @@
 // Built-in devices and clusters against the published figures they cite
-// (../shared/reference/hardware.csv and interconnect.csv), JSON round trips, and the errors users
+// (data/reference/hardware.csv and interconnect.csv), JSON round trips, and the errors users
 // see for a bad cluster file.
 
 #include <catch2/catch.hpp>
