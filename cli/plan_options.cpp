@@ -62,6 +62,17 @@ Scenario read_scenario(const std::string& path) {
   return scenario;
 }
 
+// Megatron-Core's --attention-backend (AttnBackend): flash and fused (cuDNN) are fused kernels
+// whose scores stay on chip, as is auto (Transformer Engine picks one of them); unfused and local
+// (Megatron's own DotProductAttention) materialize the scores.
+AttentionKind attention_backend(const std::string& name) {
+  if (name == "flash" || name == "fused" || name == "auto") return AttentionKind::kFlash;
+  if (name == "unfused" || name == "local") return AttentionKind::kUnfused;
+  throw InputError(kCommandLine, "--attention-backend",
+                   fmt::format("'{}' is not one of: flash, fused, auto, unfused, local", name),
+                   "use flash, fused or auto (fused attention) or unfused or local");
+}
+
 }  // namespace
 
 void add_plan_flags(CLI::App& command, PlanFlags& flags) {
@@ -96,6 +107,11 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
   command.add_option("--dtype", flags.dtype, "Training dtype: bf16, fp16, fp32");
   command.add_flag("--bf16", flags.bf16, "Megatron-LM: train in bf16");
   command.add_flag("--fp16", flags.fp16, "Megatron-LM: train in fp16");
+  command.add_option("--attention", flags.attention,
+                     "Attention core: flash (fused, the default) or unfused (scores through HBM)");
+  command.add_flag("--use-flash-attn", flags.use_flash_attn, "Megatron-LM: flash attention");
+  command.add_option("--attention-backend", flags.attention_backend,
+                     "Megatron-Core: flash, fused or auto (flash attention); unfused or local");
   command.add_option("--first-stage-layers,--decoder-first-pipeline-num-layers",
                      flags.first_stage_layers, "Layers on the first pipeline stage (uneven split)");
   command.add_option("--last-stage-layers,--decoder-last-pipeline-num-layers",
@@ -161,6 +177,10 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
   if (flags.bf16) plan.dtype = DType::kBf16;
   if (flags.fp16) plan.dtype = DType::kFp16;
   if (flags.dtype) plan.dtype = parse_dtype(*flags.dtype, kCommandLine, "--dtype");
+  if (flags.use_flash_attn) plan.attention = AttentionKind::kFlash;
+  if (flags.attention_backend) plan.attention = attention_backend(*flags.attention_backend);
+  if (flags.attention)
+    plan.attention = parse_attention(*flags.attention, kCommandLine, "--attention");
 
   // GPUs and dp: --gpus (or the scenario's) fixes the product; dp defaults to what is left.
   const std::optional<int64_t> gpus = flags.gpus ? flags.gpus : scenario.gpus;

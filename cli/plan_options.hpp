@@ -25,6 +25,8 @@ struct PlanFlags {
   std::optional<int64_t> micro_batch, global_batch, seq_len;
   std::optional<int64_t> first_stage_layers, last_stage_layers;
   std::optional<std::string> recompute, schedule, dtype;
+  std::optional<std::string> attention, attention_backend;
+  bool use_flash_attn = false;         // Megatron-LM's --use-flash-attn
   bool recompute_activations = false;  // Megatron's --recompute-activations (selective)
   bool sequence_parallel = false;
   bool distributed_optimizer = false;  // Megatron's --use-distributed-optimizer (ZeRO 1)

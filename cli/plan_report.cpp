@@ -32,19 +32,21 @@ std::string flops_text(double flops) {
 std::string plan_line(const ParallelPlan& p) {
   return fmt::format(
       "dp {} x tp {} x pp {}{}, zero {}, micro-batch {}, global batch {} ({} micro-batches), "
-      "seq {}, {}, recompute {}{}, {}",
+      "seq {}, {}, recompute {}{}, {} attention, {}",
       p.dp, p.tp, p.pp, p.vpp > 1 ? fmt::format(" x vpp {}", p.vpp) : "", p.zero_stage,
       p.micro_batch, p.global_batch, p.micro_batches(), p.seq_len, to_string(p.schedule),
-      to_string(p.recompute), p.sequence_parallel ? ", sequence parallel" : "", to_string(p.dtype));
+      to_string(p.recompute), p.sequence_parallel ? ", sequence parallel" : "",
+      to_string(p.attention), to_string(p.dtype));
 }
 
 std::string model_line(const ModelSpec& m) {
   return fmt::format(
       "model    {}: {:.2f} B parameters; {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}, "
-      "{}, {}, {} positions{}",
+      "{}, {}, {} positions{}{}",
       m.name, static_cast<double>(count_parameters(m).total) / 1e9, m.layers, m.hidden, m.heads,
       m.kv_heads, m.ffn_hidden, m.vocab, to_string(m.norm), to_string(m.mlp), to_string(m.position),
-      m.tied_embeddings ? ", tied embeddings" : "");
+      m.tied_embeddings ? ", tied embeddings" : "",
+      m.sliding_window > 0 ? fmt::format(", sliding window {}", m.sliding_window) : "");
 }
 
 std::string cluster_line(const ClusterSpec& cluster, int64_t gpus) {
@@ -61,7 +63,9 @@ std::string plan_summary(const CompiledPlan& c) {
   add(model_line(c.model));
   add(cluster_line(c.cluster, p.gpus()));
   add(fmt::format("plan     {}", plan_line(p)));
-  add(fmt::format("step     {} tokens; model {} (MFU numerator), hardware {} (with recompute)",
+  add(
+      fmt::format("step     {} tokens; model {} (MFU numerator), hardware {} (executed, with "
+                  "recompute)",
                   p.tokens_per_step(), flops_text(c.flops.model), flops_text(c.flops.hardware)));
   std::array<int64_t, 4> kinds{};
   for (const Task& t : c.graph.tasks()) ++kinds[static_cast<size_t>(t.kind)];
@@ -81,6 +85,14 @@ std::string plan_summary(const CompiledPlan& c) {
                     fmt::format("{:.3f} B", static_cast<double>(s.parameters) / 1e9),
                     gb(s.at_peak.params), gb(s.at_peak.grads), gb(s.at_peak.optimizer),
                     gb(s.at_peak.activations), gb(s.at_peak.buffers), gb(s.peak_bytes)));
+  }
+  if (p.attention == AttentionKind::kFlash) {
+    add(fmt::format(
+        "note     flash attention: each layer stores its output and the fp32 log-sum-exp, "
+        "no (s, s) scores{}",
+        p.recompute == RecomputeKind::kSelective
+            ? "; selective recompute therefore recomputes nothing"
+            : ""));
   }
   const MemoryPlan& mem = c.memory;
   if (mem.fits) {

@@ -118,11 +118,23 @@ void sweep_attention(Sweep& sweep) {
     std::vector<float> dqkv(qkv.size());
     const std::string shape = fmt::format("b{} t{} heads{} hs{}", s.b, s.t, s.nh, s.hs);
     sweep.time(OpKind::kAttention, Roof::kFlops,
-               attention_op(s.b, s.t, s.nh, s.hs, s.nh, kFwd, kFp32), "fwd " + shape, [&] {
+               attention_op(s.b, s.t, s.nh, s.hs, s.nh, 0, kFwd, kFp32), "fwd " + shape, [&] {
                  cpu::attention_forward(out.data(), att.data(), qkv.data(), s.b, s.t, s.nh, s.hs);
                });
     sweep.time(OpKind::kAttention, Roof::kFlops,
-               attention_op(s.b, s.t, s.nh, s.hs, s.nh, kBwd, kFp32), "bwd " + shape, [&] {
+               attention_op(s.b, s.t, s.nh, s.hs, s.nh, 0, kBwd, kFp32), "bwd " + shape, [&] {
+                 cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), s.b, s.t,
+                                         s.nh, s.hs);
+               });
+    // The executor runs flash attention as the reference kernels do (exec/runtime_compute.cpp):
+    // the forward keeps no scores, the backward recomputes them first.
+    sweep.time(OpKind::kFlashAttention, Roof::kFlops,
+               flash_attention_op(s.b, s.t, s.nh, s.hs, s.nh, 0, kFwd, kFp32), "fwd " + shape, [&] {
+                 cpu::attention_forward(out.data(), att.data(), qkv.data(), s.b, s.t, s.nh, s.hs);
+               });
+    sweep.time(OpKind::kFlashAttention, Roof::kFlops,
+               flash_attention_op(s.b, s.t, s.nh, s.hs, s.nh, 0, kBwd, kFp32), "bwd " + shape, [&] {
+                 cpu::attention_forward(out.data(), att.data(), qkv.data(), s.b, s.t, s.nh, s.hs);
                  cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), s.b, s.t,
                                          s.nh, s.hs);
                });
@@ -370,11 +382,14 @@ nlohmann::json calibrate_cpu(const CpuCalibrationOptions& options) {
   const double latency_us = comm.intercept_s / 2 * 1e6;
 
   nlohmann::json ops;
-  const std::pair<const char*, OpKind> kinds[] = {
-      {"matmul", OpKind::kMatmul},       {"attention", OpKind::kAttention},
-      {"norm", OpKind::kNorm},           {"elementwise", OpKind::kElementwise},
-      {"embedding", OpKind::kEmbedding}, {"loss", OpKind::kLoss},
-      {"optimizer", OpKind::kOptimizer}};
+  const std::pair<const char*, OpKind> kinds[] = {{"matmul", OpKind::kMatmul},
+                                                  {"attention", OpKind::kAttention},
+                                                  {"flash_attention", OpKind::kFlashAttention},
+                                                  {"norm", OpKind::kNorm},
+                                                  {"elementwise", OpKind::kElementwise},
+                                                  {"embedding", OpKind::kEmbedding},
+                                                  {"loss", OpKind::kLoss},
+                                                  {"optimizer", OpKind::kOptimizer}};
   for (const auto& [name, kind] : kinds) {
     ops[name] = {
         {"flops_efficiency", curve(sweep.samples(), kind, Roof::kFlops, peak_flops, bandwidth)},

@@ -187,7 +187,10 @@ void RankRuntime::Impl::run_memory(TaskId id, const Task& task) {
       ensure(a.ln1_mean, s.r);
       ensure(a.ln1_rstd, s.r);
       ensure(a.qkv, s.n * s.qkv);
-      if (!selective) ensure(a.att, s.b * s.heads * s.t * s.t);
+      // Only the unfused attention without recompute keeps its probabilities; flash attention's
+      // backward recomputes them (exec/runtime_compute.cpp).
+      if (!selective && plan.attention == AttentionKind::kUnfused)
+        ensure(a.att, s.b * s.heads * s.t * s.t);
       ensure(a.atty, s.n * s.attn);
       ensure(a.x_mid, s.r * s.c);
       ensure(a.ln2, s.r * s.c);

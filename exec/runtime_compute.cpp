@@ -304,10 +304,19 @@ void RankRuntime::Impl::run_backward(const Task& task) {
       backend.matmul_backward(datty.data(), grad(layer, kAttnProjW), nullptr, dout_full,
                               a.atty.data(), param(layer, kAttnProjW), s.n, s.attn, s.c);
       return;
-    case TaskRole::kAttention:
-      backend.attention_backward(dqkv.data(), datty.data(), a.qkv.data(), a.att.data(), s.b, s.t,
-                                 s.heads, s.head_dim);
+    case TaskRole::kAttention: {
+      // Flash attention kept no probabilities: its backward recomputes them first, as the fused
+      // kernel does (into scratch, leaving the stored output alone).
+      float* att = a.att.data();
+      if (!a.att.allocated()) {
+        att = out(&LayerActivations::att, a, s.b * s.heads * s.t * s.t);
+        backend.attention_forward(out(&LayerActivations::atty, scratch_acts, s.n * s.attn), att,
+                                  a.qkv.data(), s.b, s.t, s.heads, s.head_dim);
+      }
+      backend.attention_backward(dqkv.data(), datty.data(), a.qkv.data(), att, s.b, s.t, s.heads,
+                                 s.head_dim);
       return;
+    }
     case TaskRole::kQkv:
       backend.matmul_backward(
           tp ? dfull.data() : rows.data(), grad(layer, kQkvW), grad(layer, kQkvB), dqkv.data(),

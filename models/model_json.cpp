@@ -22,6 +22,7 @@ nlohmann::json model_to_json(const ModelSpec& model) {
       {"qkv_bias", model.qkv_bias},
       {"linear_bias", model.linear_bias},
       {"dropout", model.dropout},
+      {"sliding_window", model.sliding_window},
   };
 }
 

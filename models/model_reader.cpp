@@ -27,8 +27,9 @@ constexpr std::string_view kHfModelTypes[] = {"llama", "mistral", "qwen2", "gpt_
 // The fields of a native model file (models/README.md). Anything else is refused so that a typo
 // ("hiden") is an error instead of a silently ignored field.
 constexpr std::string_view kNativeFields[] = {
-    "name", "layers", "hidden",   "heads",           "kv_heads", "ffn_hidden",  "vocab",  "max_seq",
-    "norm", "mlp",    "position", "tied_embeddings", "qkv_bias", "linear_bias", "dropout"};
+    "name",     "layers",      "hidden",  "heads",         "kv_heads", "ffn_hidden",
+    "vocab",    "max_seq",     "norm",    "mlp",           "position", "tied_embeddings",
+    "qkv_bias", "linear_bias", "dropout", "sliding_window"};
 
 std::string supported_types_text() {
   return fmt::format("{} (Hugging Face config.json) and gpt2 (GPT-2 config.json)",
@@ -133,12 +134,19 @@ ModelSpec parse_native_model(const nlohmann::json& config, const std::string& wh
   model.qkv_bias = fields.boolean("qkv_bias", true);
   model.linear_bias = fields.boolean("linear_bias", true);
   model.dropout = fields.boolean("dropout", true);
+  if (fields.has("sliding_window"))
+    model.sliding_window = fields.non_negative_int("sliding_window");
   return model;
 }
 
 // Hugging Face config.json of the Llama family (transformers' LlamaConfig, MistralConfig,
 // Qwen2Config) and of GPT-NeoX (GPTNeoXConfig). Fields the parameter count and the step do not
-// depend on (rope_theta, rms_norm_eps, sliding_window, torch_dtype ...) are ignored.
+// depend on (rope_theta, rms_norm_eps, torch_dtype ...) are ignored.
+//
+// Sliding-window attention: Mistral's "sliding_window" (4096 in Mistral-7B-v0.1; null from v0.2,
+// which attends to the whole sequence) applies to every layer (transformers' MistralAttention).
+// Qwen2 uses its "sliding_window" only with "use_sliding_window": true, and then on the layers
+// from "max_window_layers" on: a per-layer window that a ModelSpec cannot hold yet, so refused.
 //
 // Biases, as transformers' modeling files build them:
 //  - llama: q/k/v/o_proj carry a bias when "attention_bias", gate/up/down_proj when "mlp_bias"
@@ -186,9 +194,18 @@ ModelSpec parse_hf_config(const nlohmann::json& config, const std::string& where
   if (type == "qwen2") {
     model.qkv_bias = true;
     model.linear_bias = false;
+    if (fields.boolean("use_sliding_window", false)) {
+      fields.fail("use_sliding_window",
+                  "Qwen2's sliding window applies to the layers from max_window_layers on, and "
+                  "per-layer windows are not modelled yet",
+                  "set \"use_sliding_window\": false (every layer attends to the whole sequence)");
+    }
   } else if (type == "mistral") {
     model.qkv_bias = false;
     model.linear_bias = false;
+    if (fields.has("sliding_window") && !fields.at("sliding_window").is_null()) {
+      model.sliding_window = fields.positive_int("sliding_window");
+    }
   } else {
     model.qkv_bias = fields.boolean("attention_bias", false);
     model.linear_bias = fields.boolean("mlp_bias", false);

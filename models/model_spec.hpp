@@ -27,6 +27,9 @@ struct ModelSpec {
   bool qkv_bias = true;         // bias on the Q, K, V projections
   bool linear_bias = true;      // bias on the attention output and MLP projections
   bool dropout = true;          // GPT-style dropout after attention softmax and each block
+  // Sliding-window attention (Mistral 7B v0.1, Jiang et al. 2023): each query attends to at most
+  // this many keys, itself and the ones before it. 0: the whole causal prefix.
+  int64_t sliding_window = 0;
 
   int64_t head_dim() const { return hidden / heads; }
   int64_t kv_hidden() const { return kv_heads * head_dim(); }  // width of K (and of V)

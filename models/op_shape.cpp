@@ -1,5 +1,7 @@
 #include "models/ops.hpp"
 
+#include <algorithm>
+
 #include "common/error.hpp"
 
 namespace strata {
@@ -24,6 +26,8 @@ const char* to_string(OpKind kind) {
       return "matmul";
     case OpKind::kAttention:
       return "attention";
+    case OpKind::kFlashAttention:
+      return "flash_attention";
     case OpKind::kNorm:
       return "norm";
     case OpKind::kElementwise:
@@ -42,6 +46,15 @@ namespace {
 
 int64_t backward_factor(Direction direction) { return direction == Direction::kForward ? 1 : 2; }
 
+// Every op but flash attention executes the FLOPs the model counts.
+OpShape counted_as_executed(OpShape op) {
+  op.model_flops = op.flops;
+  return op;
+}
+
+// Keys each query attends to in the model's FLOP count: the whole sequence, or the window.
+int64_t attended_span(int64_t s, int64_t window) { return window > 0 ? std::min(s, window) : s; }
+
 }  // namespace
 
 // Forward: out (m,n) = inp (m,k) @ w (k,n): 2mnk FLOPs; reads inp and w, writes out.
@@ -50,11 +63,16 @@ int64_t backward_factor(Direction direction) { return direction == Direction::kF
 OpShape matmul_op(int64_t m, int64_t n, int64_t k, Direction direction, DType dtype) {
   STRATA_ASSERT(m > 0 && n > 0 && k > 0, "matmul dimensions must be positive");
   const int64_t e = bytes_per_element(dtype);
-  OpShape op{OpKind::kMatmul, direction, dtype, {m, n, k, 0}, 0, 0};
+  OpShape op{OpKind::kMatmul, direction, dtype, {m, n, k, 0}, 0, 0, 0};
   op.flops = 2 * m * n * k * backward_factor(direction);
   op.bytes = direction == Direction::kForward ? e * (m * k + k * n + m * n)
                                               : e * (m * n + m * k + k * n + m * k + k * n);
-  return op;
+  return counted_as_executed(op);
+}
+
+int64_t causal_pairs(int64_t s, int64_t window) {
+  if (window <= 0 || window >= s) return s * (s + 1) / 2;
+  return window * (window + 1) / 2 + (s - window) * window;
 }
 
 // q is (b, heads, s, d); k and v are (b, kv_heads, s, d). Forward: scores = q k^T (2 b s^2 heads d
@@ -65,16 +83,47 @@ OpShape matmul_op(int64_t m, int64_t n, int64_t k, Direction direction, DType dt
 // with V reads). Backward: 8 (the V product's gradient reads the probabilities and writes their
 // gradient; dropout's backward reads and writes; softmax's backward reads the probabilities and
 // the gradient and writes; the QK^T gradients read it) and q, k, v, output and their gradients.
+// A sliding window only masks more of the full (s, s) scores: the kernels compute and move them
+// all, so it changes the model FLOPs (s x window per head) and nothing else.
 OpShape attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim, int64_t kv_heads,
-                     Direction direction, DType dtype) {
+                     int64_t window, Direction direction, DType dtype) {
   STRATA_ASSERT(b > 0 && s > 0 && heads > 0 && head_dim > 0 && kv_heads > 0,
                 "attention dimensions must be positive");
   const int64_t e = bytes_per_element(dtype);
-  OpShape op{OpKind::kAttention, direction, dtype, {b, s, heads, head_dim}, 0, 0};
+  OpShape op{OpKind::kAttention, direction, dtype, {b, s, heads, head_dim}, 0, 0, 0};
   op.flops = 4 * b * s * s * heads * head_dim * backward_factor(direction);
+  op.model_flops =
+      4 * b * s * attended_span(s, window) * heads * head_dim * backward_factor(direction);
   const int64_t qkv_out = e * b * s * head_dim * (2 * heads + 2 * kv_heads);
   const int64_t scores = e * b * heads * s * s;
   op.bytes = direction == Direction::kForward ? qkv_out + 6 * scores : 2 * qkv_out + 8 * scores;
+  return op;
+}
+
+// FlashAttention (Dao et al. 2022; Dao 2023, FlashAttention-2), as Transformer Engine's fused
+// attention and PyTorch's scaled_dot_product_attention run it: the scores live in on-chip memory
+// tile by tile and never reach HBM. Executed FLOPs count the causal (and windowed) query-key
+// pairs P = causal_pairs(s, window) only, since masked tiles are skipped: forward 2 products
+// (q k^T and scores v) = 4 P b heads d; backward 5 (q k^T again, as the scores were not kept,
+// then dV, dP, dQ and dK) = 10 P b heads d. The model FLOPs stay Megatron's full-sequence count,
+// so the recomputed scores are hardware FLOPs only. Bytes are O(s h) per pass: the forward reads
+// q, k, v and writes the output and the fp32 log-sum-exp (b, heads, s); the backward reads q, k,
+// v, the output, its gradient and the log-sum-exp, computes D = rowsum(dO * O) (fp32), and writes
+// dq, dk, dv.
+OpShape flash_attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim, int64_t kv_heads,
+                           int64_t window, Direction direction, DType dtype) {
+  STRATA_ASSERT(b > 0 && s > 0 && heads > 0 && head_dim > 0 && kv_heads > 0,
+                "attention dimensions must be positive");
+  const int64_t e = bytes_per_element(dtype);
+  const bool forward = direction == Direction::kForward;
+  OpShape op{OpKind::kFlashAttention, direction, dtype, {b, s, heads, head_dim}, 0, 0, 0};
+  const int64_t pairs = causal_pairs(s, window);
+  op.flops = (forward ? 4 : 10) * pairs * b * heads * head_dim;
+  op.model_flops =
+      4 * b * s * attended_span(s, window) * heads * head_dim * backward_factor(direction);
+  const int64_t lse = 4 * b * heads * s;
+  op.bytes = forward ? e * b * s * head_dim * (2 * heads + 2 * kv_heads) + lse
+                     : e * b * s * head_dim * (4 * heads + 4 * kv_heads) + 2 * lse;
   return op;
 }
 
@@ -84,19 +133,19 @@ OpShape attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim, int6
 OpShape norm_op(int64_t rows, int64_t width, Direction direction, DType dtype) {
   const int64_t e = bytes_per_element(dtype);
   const int64_t elements = rows * width;
-  OpShape op{OpKind::kNorm, direction, dtype, {rows, width, 0, 0}, 0, 0};
+  OpShape op{OpKind::kNorm, direction, dtype, {rows, width, 0, 0}, 0, 0, 0};
   op.flops = 8 * elements * backward_factor(direction);
   op.bytes = e * elements * (direction == Direction::kForward ? 2 : 3);
-  return op;
+  return counted_as_executed(op);
 }
 
 // `tensors_touched` tensors of `elements` each are read or written (a residual add: 3).
 OpShape elementwise_op(int64_t elements, int64_t flops_per_element, int64_t tensors_touched,
                        Direction direction, DType dtype) {
-  OpShape op{OpKind::kElementwise, direction, dtype, {elements, flops_per_element, 0, 0}, 0, 0};
+  OpShape op{OpKind::kElementwise, direction, dtype, {elements, flops_per_element, 0, 0}, 0, 0, 0};
   op.flops = elements * flops_per_element * backward_factor(direction);
   op.bytes = bytes_per_element(dtype) * elements * tensors_touched;
-  return op;
+  return counted_as_executed(op);
 }
 
 // Forward gathers `tokens` rows of `width` from a table of `vocab_rows`; backward scatters the
@@ -104,19 +153,19 @@ OpShape elementwise_op(int64_t elements, int64_t flops_per_element, int64_t tens
 OpShape embedding_op(int64_t tokens, int64_t width, int64_t vocab_rows, Direction direction,
                      DType dtype) {
   const int64_t e = bytes_per_element(dtype);
-  OpShape op{OpKind::kEmbedding, direction, dtype, {tokens, width, vocab_rows, 0}, 0, 0};
+  OpShape op{OpKind::kEmbedding, direction, dtype, {tokens, width, vocab_rows, 0}, 0, 0, 0};
   op.flops = direction == Direction::kForward ? 0 : tokens * width;
   op.bytes = 2 * e * tokens * width;
-  return op;
+  return counted_as_executed(op);
 }
 
 // Softmax cross-entropy on fp32 logits (tokens, vocab_cols): about 5 FLOPs per logit (max,
 // subtract, exp, sum, divide); forward reads the logits, backward writes their gradient.
 OpShape loss_op(int64_t tokens, int64_t vocab_cols, Direction direction) {
-  OpShape op{OpKind::kLoss, direction, DType::kFp32, {tokens, vocab_cols, 0, 0}, 0, 0};
+  OpShape op{OpKind::kLoss, direction, DType::kFp32, {tokens, vocab_cols, 0, 0}, 0, 0, 0};
   op.flops = 5 * tokens * vocab_cols;
   op.bytes = 4 * tokens * vocab_cols * (direction == Direction::kForward ? 1 : 2);
-  return op;
+  return counted_as_executed(op);
 }
 
 // AdamW with fp32 master weights: per parameter reads the gradient, master weight, m and v
@@ -124,10 +173,10 @@ OpShape loss_op(int64_t tokens, int64_t vocab_cols, Direction direction) {
 // about 12 FLOPs. With fp32 training there is no separate master copy.
 OpShape optimizer_op(int64_t parameters, DType dtype) {
   const int64_t e = bytes_per_element(dtype);
-  OpShape op{OpKind::kOptimizer, Direction::kForward, dtype, {parameters, 0, 0, 0}, 0, 0};
+  OpShape op{OpKind::kOptimizer, Direction::kForward, dtype, {parameters, 0, 0, 0}, 0, 0, 0};
   op.flops = 12 * parameters;
   op.bytes = dtype == DType::kFp32 ? parameters * (4 * 4 + 3 * 4) : parameters * (2 * e + 24);
-  return op;
+  return counted_as_executed(op);
 }
 
 }  // namespace strata

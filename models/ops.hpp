@@ -3,11 +3,16 @@
 // shapes. The plan compiler attaches an OpShape to every compute task; the simulator's compute
 // model prices it; the executor runs it.
 //
-// FLOP accounting follows Megatron-LM (Narayanan et al. 2021, Korthikanti et al. 2022): a
-// (m x k) @ (k x n) product is 2mnk FLOPs; attention scores and context are counted in full
-// (no halving for the causal mask); a backward op costs twice its forward (input and weight
-// gradients). Elementwise and norm ops are counted too (a few FLOPs per element) but are
-// negligible next to the products. See data/reference/stated_facts.csv.
+// Two FLOP counts per op:
+//  - `model_flops`, the step's model FLOPs (MFU's numerator), follow Megatron-LM (Narayanan et
+//    al. 2021, Korthikanti et al. 2022): a (m x k) @ (k x n) product is 2mnk FLOPs; attention
+//    scores and context are counted in full (no halving for the causal mask); a backward op costs
+//    twice its forward (input and weight gradients). Elementwise and norm ops are counted too (a
+//    few FLOPs per element) but are negligible next to the products. See
+//    data/reference/stated_facts.csv. They do not depend on how an op is implemented.
+//  - `flops`, what the kernel executes, which the compute model prices: the same for every op but
+//    fused (flash) attention, which skips the causally masked tiles and recomputes the scores in
+//    its backward (Dao 2023, FlashAttention-2, Algorithm 2).
 
 #include <array>
 #include <cstdint>
@@ -20,13 +25,14 @@ int64_t bytes_per_element(DType dtype);
 const char* to_string(DType dtype);
 
 enum class OpKind : uint8_t {
-  kMatmul,       // dims {m, n, k}: (m x k) @ (k x n)
-  kAttention,    // dims {b, s, heads, head_dim}: QK^T, scale-mask-softmax, dropout, scores @ V
-  kNorm,         // dims {rows, width}: LayerNorm or RMSNorm
-  kElementwise,  // dims {elements, flops_per_element}: residual add, dropout, GELU, SwiGLU
-  kEmbedding,    // dims {tokens, width, vocab_rows}: table lookup (and position add)
-  kLoss,         // dims {tokens, vocab_cols}: softmax cross-entropy over a vocabulary shard
-  kOptimizer,    // dims {parameters}: AdamW on the local shard (fp32 master, m, v)
+  kMatmul,          // dims {m, n, k}: (m x k) @ (k x n)
+  kAttention,       // dims {b, s, heads, head_dim}: QK^T, scale-mask-softmax, dropout, scores @ V
+  kFlashAttention,  // dims {b, s, heads, head_dim}: the same in one fused kernel (FlashAttention)
+  kNorm,            // dims {rows, width}: LayerNorm or RMSNorm
+  kElementwise,     // dims {elements, flops_per_element}: residual add, dropout, GELU, SwiGLU
+  kEmbedding,       // dims {tokens, width, vocab_rows}: table lookup (and position add)
+  kLoss,            // dims {tokens, vocab_cols}: softmax cross-entropy over a vocabulary shard
+  kOptimizer,       // dims {parameters}: AdamW on the local shard (fp32 master, m, v)
 };
 
 const char* to_string(OpKind kind);
@@ -39,8 +45,9 @@ struct OpShape {
   Direction direction = Direction::kForward;
   DType dtype = DType::kBf16;
   std::array<int64_t, 4> dims{};
-  int64_t flops = 0;  // floating-point operations
-  int64_t bytes = 0;  // bytes read from and written to device memory
+  int64_t flops = 0;        // floating-point operations the kernel executes
+  int64_t bytes = 0;        // bytes read from and written to device memory
+  int64_t model_flops = 0;  // what the step's model FLOPs count for it (see above)
   // The same op runs on every tensor-parallel rank on the same data (norms and residual adds
   // without sequence parallelism, the vocabulary-parallel embedding's lookup): the step's model
   // FLOPs count it once per TP group, though each rank spends the time.
@@ -51,8 +58,14 @@ struct OpShape {
 
 // Constructors that derive flops and bytes from the shape (see op_shape.cpp for each formula).
 OpShape matmul_op(int64_t m, int64_t n, int64_t k, Direction direction, DType dtype);
+// `window`: the sliding-window span (Mistral's sliding_window) or 0 for full causal attention.
 OpShape attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim, int64_t kv_heads,
-                     Direction direction, DType dtype);
+                     int64_t window, Direction direction, DType dtype);
+OpShape flash_attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim, int64_t kv_heads,
+                           int64_t window, Direction direction, DType dtype);
+// Query-key pairs a causal attention over `s` tokens evaluates, each query seeing at most
+// `window` keys (0: no window): s(s+1)/2, or w(w+1)/2 + (s-w)w when a window w < s.
+int64_t causal_pairs(int64_t s, int64_t window);
 OpShape norm_op(int64_t rows, int64_t width, Direction direction, DType dtype);
 OpShape elementwise_op(int64_t elements, int64_t flops_per_element, int64_t tensors_touched,
                        Direction direction, DType dtype);

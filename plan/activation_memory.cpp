@@ -31,9 +31,13 @@ LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& p
                   + d.e * d.sb * kv / d.t        // V
                   + d.e * d.sb * h / d.t         // attention-output input
                   + mask * d.sb * h / d.rep;     // attention dropout mask
-  // a s^2 b / t score elements: the softmax output, and with dropout its mask and output.
-  const int64_t scores = model.heads * plan.seq_len * d.sb / d.t;
-  act.attention_scores = d.e * scores + mask * (scores + d.e * scores);
+  if (plan.attention == AttentionKind::kFlash) {
+    act.softmax_lse = 4 * model.heads * d.sb / d.t;  // fp32, one per head and token
+  } else {
+    // a s^2 b / t score elements: the softmax output, and with dropout its mask and output.
+    const int64_t scores = model.heads * plan.seq_len * d.sb / d.t;
+    act.attention_scores = d.e * scores + mask * (scores + d.e * scores);
+  }
   const int64_t up_outputs = model.mlp == MlpKind::kSwiGlu ? 2 : 1;
   act.mlp = d.e * d.sb * h / d.rep               // MLP-up input
             + up_outputs * d.e * d.sb * f / d.t  // activation input(s)

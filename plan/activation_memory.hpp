@@ -13,6 +13,10 @@
 //   attention-output input e sbh/t | attention dropout mask sbh (rep)
 //   norm2 input e sbh (rep) | MLP-up input e sbh (rep) | activation input e sbf/t (x2 for SwiGLU:
 //   gate and up) | MLP-down input e sbf/t | MLP dropout mask sbh (rep)
+//
+// Under flash attention (plan.attention) the three s^2 terms are not stored: the kernel keeps the
+// softmax's fp32 log-sum-exp, 4 abs/t bytes, and regenerates the dropout mask from its seed, so a
+// layer stores sbh(34) + 4abs/t in the paper's setting (Dao et al. 2022, Sec. 3.1).
 
 #include <cstdint>
 
@@ -24,17 +28,19 @@ namespace strata {
 struct LayerActivations {
   int64_t attention = 0;         // linear-in-s terms of the attention block
   int64_t attention_scores = 0;  // the s^2 terms (softmax, its dropout mask and output)
+  int64_t softmax_lse = 0;       // flash attention's fp32 log-sum-exp per head and token
   int64_t mlp = 0;
   int64_t norms = 0;  // inputs of the two norms
 
-  int64_t total() const { return attention + attention_scores + mlp + norms; }
+  int64_t total() const { return attention + attention_scores + softmax_lse + mlp + norms; }
 };
 
 // Everything one layer stores without recompute, per rank and micro-batch.
 LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& plan);
 
 // What one layer keeps between its forward and backward under the plan's recompute mode:
-// none: total(); selective: total() minus the attention scores; full: the layer input.
+// none: total(); selective: total() minus the attention scores (none are stored under flash
+// attention, so selective keeps total() there); full: the layer input.
 int64_t stored_layer_activation_bytes(const ModelSpec& model, const ParallelPlan& plan);
 
 // The layer input kept as the checkpoint under full recompute: e sbh (/t with sequence parallel).

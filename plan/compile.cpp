@@ -11,9 +11,9 @@ StepFlops step_flops(const TaskGraph& graph) {
   for (const Task& t : graph.tasks()) {
     if (t.kind != TaskKind::kCompute || t.phase == Phase::kOptimizer) continue;
     const OpShape& op = graph.op(t.op);
-    const double f = static_cast<double>(op.flops) * replicas / (op.tp_replicated ? tp : 1);
-    if (t.phase != Phase::kRecompute) flops.model += f;
-    flops.hardware += f;
+    const double copies = replicas / (op.tp_replicated ? tp : 1);
+    if (t.phase != Phase::kRecompute) flops.model += static_cast<double>(op.model_flops) * copies;
+    flops.hardware += static_cast<double>(op.flops) * copies;
   }
   return flops;
 }

@@ -15,12 +15,15 @@ namespace strata {
 
 struct StepFlops {
   double model = 0;     // forward and backward (MFU's numerator; no recompute)
-  double hardware = 0;  // model + recompute (HFU's numerator)
+  double hardware = 0;  // what the kernels execute, recompute included (HFU's numerator)
 };
 
 // FLOPs of one step, summed from the graph's compute tasks over all GPUs; work that every TP rank
 // repeats on the same data counts once, and the optimizer's elementwise update is not counted,
-// as in Megatron-LM's accounting. So the totals do not depend on the plan.
+// as in Megatron-LM's accounting. The model FLOPs (OpShape::model_flops) do not depend on the
+// plan. The hardware FLOPs add recompute, and count what the kernels execute: under flash
+// attention the causal half of the scores and the backward's recomputed scores, so with long
+// sequences they can fall below the model FLOPs, which count the full s^2.
 StepFlops step_flops(const TaskGraph& graph);
 
 struct CompiledPlan {

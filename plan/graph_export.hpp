@@ -4,10 +4,11 @@
 // small graphs. Both are deterministic: the same graph gives the same bytes.
 //
 // JSON: {"format": "strata-task-graph", "version": 1, "mode", "dp", "tp", "pp",
-//   "ranks": [{"rank", "stage"}], "ops": [{"kind", "direction", "dtype", "dims", "flops",
-//   "bytes"}], "groups": [{"kind", "ranks"}], "tasks": [{"id", "rank", "stream", "kind", "phase",
-//   "role", "layer", "micro_batch", "chunk", "deps", then by kind: "op" | "collective", "group",
-//   "bytes" | "p2p", "peer", "tag", "bytes" | "memory", "buffer", "bytes"}]}
+//   "ranks": [{"rank", "stage"}], "ops": [{"kind", "direction", "dtype", "dims", "flops"
+//   (executed), "model_flops" (counted in MFU), "bytes"}], "groups": [{"kind", "ranks"}], "tasks":
+//   [{"id", "rank", "stream", "kind", "phase", "role", "layer", "micro_batch", "chunk", "deps",
+//   then by kind: "op" | "collective", "group", "bytes" | "p2p", "peer", "tag", "bytes" | "memory",
+//   "buffer", "bytes"}]}
 
 #include <cstdint>
 #include <string>

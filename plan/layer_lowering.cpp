@@ -93,7 +93,8 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
   const TaskId attn_residual = p.compute(TaskRole::kAttnResidual, op.residual.backward);
   const TaskId out_grad_in = sequence_gather(ctx, state, TaskRole::kAttnOut, attn_residual);
   p.compute(TaskRole::kAttnOut, op.attn_out.backward, {out_grad_in});
-  if (recompute == RecomputeKind::kSelective) {
+  const bool rebuild_scores = recomputes_attention_scores(ctx.plan);
+  if (rebuild_scores) {
     // Rebuild the softmax and dropout outputs (5as^2b/t bytes) from the stored Q, K and V.
     p.set_phase(Phase::kRecompute);
     p.alloc(Stream::kCompute, BufferClass::kAttentionScores, ctx.scores_bytes);
@@ -101,7 +102,7 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
     p.set_phase(Phase::kBackward);
   }
   const TaskId attention = p.compute(TaskRole::kAttention, op.attention.backward);
-  if (recompute == RecomputeKind::kSelective) {
+  if (rebuild_scores) {
     p.release(Stream::kCompute, BufferClass::kAttentionScores, ctx.scores_bytes);
   }
   const TaskId qkv_in = sequence_gather(ctx, state, TaskRole::kQkv, attention);

@@ -37,8 +37,11 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   ops.norm = pair(norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt), replicated);
   const int64_t qkv_cols = (h + 2 * m.kv_hidden()) / t;
   ops.qkv = pair(matmul_op(sb, qkv_cols, h, fwd, dt), matmul_op(sb, qkv_cols, h, bwd, dt));
-  ops.attention = pair(attention_op(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, fwd, dt),
-                       attention_op(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, bwd, dt));
+  const auto attention =
+      plan.attention == AttentionKind::kFlash ? flash_attention_op : attention_op;
+  ops.attention =
+      pair(attention(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, m.sliding_window, fwd, dt),
+           attention(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, m.sliding_window, bwd, dt));
   ops.attn_out = pair(matmul_op(sb, h, h / t, fwd, dt), matmul_op(sb, h, h / t, bwd, dt));
   ops.residual = pair(elementwise_op(rows * h, 2, residual_tensors, fwd, dt),
                       elementwise_op(rows * h, 2, residual_tensors, bwd, dt), replicated);

@@ -163,6 +163,20 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
   }
 }
 
+bool recomputes_attention_scores(const ParallelPlan& plan) {
+  return plan.recompute == RecomputeKind::kSelective && plan.attention == AttentionKind::kUnfused;
+}
+
+const char* to_string(AttentionKind kind) {
+  switch (kind) {
+    case AttentionKind::kFlash:
+      return "flash";
+    case AttentionKind::kUnfused:
+      return "unfused";
+  }
+  return "?";
+}
+
 const char* to_string(ScheduleKind kind) {
   switch (kind) {
     case ScheduleKind::kGpipe:

@@ -16,6 +16,13 @@ namespace strata {
 
 enum class ScheduleKind : uint8_t { kGpipe, k1F1B, kInterleaved };
 enum class RecomputeKind : uint8_t { kNone, kSelective, kFull };
+// How the attention core runs (--attention):
+//  - flash: one fused kernel whose scores stay on chip (FlashAttention; Transformer Engine's
+//    flash and cuDNN fused backends, PyTorch's scaled_dot_product_attention); a layer stores the
+//    output and the fp32 log-sum-exp, and the backward recomputes the scores in the kernel;
+//  - unfused: Megatron-LM 2022's path (Korthikanti et al. 2022): batched products around a fused
+//    scale-mask-softmax, whose (b, heads, s, s) scores cross HBM and are stored for the backward.
+enum class AttentionKind : uint8_t { kFlash, kUnfused };
 
 struct ParallelPlan {
   int64_t dp = 1;
@@ -30,6 +37,7 @@ struct ParallelPlan {
   bool sequence_parallel = false;
   ScheduleKind schedule = ScheduleKind::k1F1B;
   DType dtype = DType::kBf16;
+  AttentionKind attention = AttentionKind::kFlash;
   // Uneven pipeline split (Megatron's --decoder-first/last-pipeline-num-layers; Llama 3 405B runs
   // 126 layers on 16 stages with one layer fewer on the first and the last). 0: even split.
   int64_t first_stage_layers = 0;
@@ -60,7 +68,13 @@ struct ChunkLayers {
 ChunkLayers chunk_layers(const ParallelPlan& plan, const ModelSpec& model, int64_t stage,
                          int64_t chunk);
 
+// Selective recompute rebuilds the attention scores (Korthikanti et al. 2022), which only the
+// unfused attention stores; under flash attention there is nothing left to recompute, and
+// Megatron-LM then recomputes nothing extra.
+bool recomputes_attention_scores(const ParallelPlan& plan);
+
 const char* to_string(ScheduleKind kind);
 const char* to_string(RecomputeKind kind);
+const char* to_string(AttentionKind kind);
 
 }  // namespace strata

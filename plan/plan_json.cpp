@@ -29,6 +29,8 @@ constexpr std::pair<const char*, RecomputeKind> kRecomputes[] = {
     {"none", RecomputeKind::kNone},
     {"selective", RecomputeKind::kSelective},
     {"full", RecomputeKind::kFull}};
+constexpr std::pair<const char*, AttentionKind> kAttentions[] = {
+    {"flash", AttentionKind::kFlash}, {"unfused", AttentionKind::kUnfused}};
 constexpr std::pair<const char*, DType> kDtypes[] = {
     {"bf16", DType::kBf16}, {"fp16", DType::kFp16}, {"fp32", DType::kFp32}};
 
@@ -44,6 +46,7 @@ constexpr std::string_view kPlanKeys[] = {"dp",
                                           "sequence_parallel",
                                           "schedule",
                                           "dtype",
+                                          "attention",
                                           "first_stage_layers",
                                           "last_stage_layers"};
 
@@ -61,6 +64,11 @@ RecomputeKind parse_recompute(const std::string& name, const std::string& where,
 
 DType parse_dtype(const std::string& name, const std::string& where, const std::string& field) {
   return parse_name(name, kDtypes, where, field);
+}
+
+AttentionKind parse_attention(const std::string& name, const std::string& where,
+                              const std::string& field) {
+  return parse_name(name, kAttentions, where, field);
 }
 
 ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan) {
@@ -90,6 +98,10 @@ ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan) {
   if (fields.has("dtype")) {
     plan.dtype = parse_dtype(fields.string("dtype"), fields.where(), fields.field_name("dtype"));
   }
+  if (fields.has("attention")) {
+    plan.attention =
+        parse_attention(fields.string("attention"), fields.where(), fields.field_name("attention"));
+  }
   return plan;
 }
 
@@ -107,6 +119,7 @@ nlohmann::json plan_to_json(const ParallelPlan& plan) {
   out["sequence_parallel"] = plan.sequence_parallel;
   out["schedule"] = to_string(plan.schedule);
   out["dtype"] = to_string(plan.dtype);
+  out["attention"] = to_string(plan.attention);
   if (plan.first_stage_layers > 0) out["first_stage_layers"] = plan.first_stage_layers;
   if (plan.last_stage_layers > 0) out["last_stage_layers"] = plan.last_stage_layers;
   return out;

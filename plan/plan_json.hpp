@@ -4,7 +4,7 @@
 //   {"dp", "tp", "pp", "vpp", "zero_stage", "micro_batch", "global_batch", "seq_len",
 //    "recompute": "none|selective|full", "sequence_parallel": bool,
 //    "schedule": "gpipe|1f1b|interleaved", "dtype": "bf16|fp16|fp32",
-//    "first_stage_layers", "last_stage_layers"}
+//    "attention": "flash|unfused", "first_stage_layers", "last_stage_layers"}
 
 #include <string>
 
@@ -25,5 +25,7 @@ ScheduleKind parse_schedule(const std::string& name, const std::string& where,
 RecomputeKind parse_recompute(const std::string& name, const std::string& where,
                               const std::string& field);
 DType parse_dtype(const std::string& name, const std::string& where, const std::string& field);
+AttentionKind parse_attention(const std::string& name, const std::string& where,
+                              const std::string& field);
 
 }  // namespace strata

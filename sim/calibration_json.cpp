@@ -26,8 +26,11 @@ constexpr std::string_view kFileFields[] = {"devices", "cluster", "measurements"
 constexpr std::string_view kDeviceFields[] = {"device", "comm_slowdown", "launch_overhead_us",
                                               "ops"};
 constexpr std::string_view kOpFields[] = {"flops_efficiency", "memory_efficiency"};
-constexpr std::string_view kOpKinds[] = {"matmul",    "attention", "norm",     "elementwise",
-                                         "embedding", "loss",      "optimizer"};
+// In OpKind order.
+constexpr std::string_view kOpKinds[] = {"matmul", "attention",   "flash_attention",
+                                         "norm",   "elementwise", "embedding",
+                                         "loss",   "optimizer"};
+static_assert(std::size(kOpKinds) == kOpKindCount, "one name per OpKind");
 
 // [[size, efficiency], ...]: sizes > 0 and increasing, efficiencies in (0, 1].
 EfficiencyCurve read_curve(const JsonFields& fields, std::string_view key) {

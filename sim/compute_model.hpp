@@ -21,7 +21,7 @@
 
 namespace strata {
 
-inline constexpr int kOpKindCount = 7;
+inline constexpr int kOpKindCount = 8;
 
 // (size, efficiency) points in increasing size; efficiency in (0, 1].
 struct EfficiencyCurve {

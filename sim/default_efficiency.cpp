@@ -11,7 +11,9 @@
 // covers them, so their tables are the A100's with the compute-bound curves (matmul, attention)
 // scaled by the ratio of the device's measured matmul maximum to its dense peak over the A100's
 // ratio (hardware.csv: H100 794.5 / 989 = 80.3%, B200 1745 / 2250 = 77.6%; H200 has no bf16
-// figure there, and its note says it is the same as H100's, so H200 uses 794.5 / 989 too);
+// figure there, and its note says it is the same as H100's, so H200 uses 794.5 / 989 too; flash
+// attention scales alike: FlashAttention-3, Shah et al. 2024, runs at up to 75% of H100's bf16
+// peak, where FlashAttention-2 reached 73% of A100's);
 // memory-bound curves are kept as fractions of HBM bandwidth. Any other device without a measured
 // maximum keeps the A100's fractions.
 
@@ -54,6 +56,15 @@ DeviceEfficiency a100_efficiency() {
   // through HBM (models/op_shape.cpp), so the memory roof binds at the streaming efficiency.
   eff.ops[static_cast<size_t>(OpKind::kAttention)] = {
       curve({{1e8, 0.20}, {1e10, 0.45}, {1e11, 0.50}}), streaming_memory()};
+  // Fused (flash) attention: compute-bound; its FLOPs are the causal pairs it evaluates
+  // (models/op_shape.cpp), as FlashAttention's own benchmarks count them. FlashAttention-2 (Dao
+  // 2023, arXiv:2307.08691, Sec. 4.1) reports 50-73% of the A100's peak for forward and backward
+  // kernels with head dimension 64-128 at sequence lengths 512-16k, the backward at the low end
+  // and short sequences below it; one curve stands for both directions, by the kernel's FLOPs
+  // (1e10: GPT-3's 12 heads per rank at s 2048; 5e11: Llama 3 8B's 32 heads at s 8192).
+  eff.ops[static_cast<size_t>(OpKind::kFlashAttention)] = {
+      curve({{1e8, 0.15}, {1e9, 0.35}, {1e10, 0.50}, {1e11, 0.58}, {1e12, 0.62}}),
+      streaming_memory()};
   for (const OpKind kind : {OpKind::kNorm, OpKind::kElementwise, OpKind::kEmbedding, OpKind::kLoss,
                             OpKind::kOptimizer}) {
     eff.ops[static_cast<size_t>(kind)] = {flops_unbound, memory};
@@ -82,7 +93,7 @@ DeviceEfficiency default_efficiency(const DeviceSpec& device) {
   eff.device = device.name;
   if (const double fraction = matmul_fraction(device); fraction > 0) {
     const double factor = fraction / kA100MatmulFraction;
-    for (const OpKind kind : {OpKind::kMatmul, OpKind::kAttention}) {
+    for (const OpKind kind : {OpKind::kMatmul, OpKind::kAttention, OpKind::kFlashAttention}) {
       OpEfficiency& op = eff.ops[static_cast<size_t>(kind)];
       op.flops = scaled(op.flops, factor);
     }

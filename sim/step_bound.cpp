@@ -69,7 +69,7 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
                       backward(op.attn_out) + 2 * backward(op.residual) + backward(op.mlp_up) +
                       backward(op.mlp_act) + backward(op.mlp_down) + 2 * reduce_ns + 4 * gather_ns;
   if (plan.recompute == RecomputeKind::kFull) layer.backward_ns += layer.forward_ns;
-  if (plan.recompute == RecomputeKind::kSelective) layer.backward_ns += forward(op.attention);
+  if (recomputes_attention_scores(plan)) layer.backward_ns += forward(op.attention);
 
   const PassTimes first{forward(op.embedding), backward(op.embedding)};
   const PassTimes last{forward(op.final_norm) + forward(op.lm_head) + forward(op.loss),

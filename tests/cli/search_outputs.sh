@@ -16,7 +16,7 @@ readonly kSkip=77
 
 # Llama 3 8B on 8 H100s at seq 4096: some plans do not fit (by the bound and by the memory plan),
 # and the top 3 mix tp, sp, pp and interleaving.
-llama=(--model llama3-8b --cluster dgx-h100 --gpus 8 --global-batch 16 --seq-len 4096)
+llama=(--model llama3-8b --cluster dgx-a100 --gpus 4 --global-batch 8 --seq-len 8192)
 # GPT-2 124M on 8 or 16 A100s: two cluster sizes, every plan fits.
 gpt2=(--model gpt2-124m --cluster dgx-a100 --gpus 8,16 --global-batch 32 --seq-len 1024)
 
@@ -37,7 +37,7 @@ with open("flags.txt", "w") as out:
                  "--pp", p["pp"], "--vpp", p["vpp"], "--schedule", p["schedule"],
                  "--micro-batch", p["micro_batch"], "--zero", p["zero_stage"],
                  "--recompute", p["recompute"], "--global-batch", p["global_batch"],
-                 "--seq-len", p["seq_len"], "--dtype", p["dtype"]]
+                 "--seq-len", p["seq_len"], "--dtype", p["dtype"], "--attention", p["attention"]]
         if p["sequence_parallel"]:
             flags.append("--sequence-parallel")
         print(" ".join(str(f) for f in flags), file=out)
@@ -45,7 +45,7 @@ with open("flags.txt", "w") as out:
     rank=0
     while read -r -a flags; do
       rank=$((rank + 1))
-      run_strata simulate --model llama3-8b --cluster dgx-h100 "${flags[@]}" \
+      run_strata simulate --model llama3-8b --cluster dgx-a100 "${flags[@]}" \
         --json "simulate$rank.json"
     done <flags.txt
     [[ $rank -eq 3 ]] || fail "simulated $rank plans, expected 3"
@@ -88,7 +88,7 @@ assert [int(r[0]) for r in rows[1:]] == list(range(1, ranked + 1)), "CSV ranks n
       grep -q "^plans    [0-9]* enumerated" stdout.txt || fail "the summary lacks the plan count"
       grep -q '^top 3 by step time' stdout.txt || fail "the summary lacks the table's title"
       grep -Eq '^ +# +gpus +dp +tp +pp +vpp +schedule' stdout.txt || fail "no table header"
-      grep -Eq '^ +3 +(8|16) ' stdout.txt || fail "the table lacks row #3"
+      grep -Eq '^ +3 +(4|8|16) ' stdout.txt || fail "the table lacks row #3"
       grep -q '^why #1 beats #2: ' stdout.txt || fail "the summary lacks the why line"
       unset -n args
     done

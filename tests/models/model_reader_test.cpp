@@ -163,7 +163,11 @@ TEST_CASE("HF Mistral, Qwen2 and GPT-NeoX configs parse to their published count
     INFO(hf.what);
     CHECK(count_parameters(parse_text(hf.config)).total == hf.parameters);
   }
+  // Mistral-7B-v0.1 attends to a 4096-token window in every layer; Qwen2 ignores its
+  // sliding_window unless use_sliding_window is true (transformers' Qwen2Attention).
+  CHECK(parse_text(cases[0].config).sliding_window == 4096);
   const ModelSpec qwen = parse_text(cases[1].config);
+  CHECK(qwen.sliding_window == 0);
   CHECK(qwen.qkv_bias);
   CHECK_FALSE(qwen.linear_bias);
   CHECK(qwen.kv_heads == 2);
@@ -319,6 +323,20 @@ TEST_CASE("HF head_dim other than hidden / heads is refused", "[models][errors]"
   const auto error = input_error_of([&] { parse_model(config, "config.json"); });
   REQUIRE(error);
   CHECK(error->field() == "head_dim");
+}
+
+// Qwen2's sliding window covers the layers from max_window_layers on: a per-layer window a
+// ModelSpec does not hold, refused rather than applied to every layer.
+TEST_CASE("HF Qwen2 with use_sliding_window is refused, naming the field", "[models][errors]") {
+  nlohmann::json config = nlohmann::json::parse(R"({"model_type": "qwen2", "hidden_size": 896,
+      "intermediate_size": 4864, "max_position_embeddings": 131072, "num_attention_heads": 14,
+      "num_hidden_layers": 24, "num_key_value_heads": 2, "sliding_window": 4096,
+      "max_window_layers": 21, "vocab_size": 151936})");
+  CHECK_NOTHROW(parse_model(config, "config.json"));
+  config["use_sliding_window"] = true;
+  const auto error = input_error_of([&] { parse_model(config, "config.json"); });
+  REQUIRE(error);
+  CHECK(error->field() == "use_sliding_window");
 }
 
 // A typo in a native file is an error naming the unknown key, not a silently ignored field;

@@ -1,6 +1,9 @@
 // Activation memory derived from the task graph's memory tasks against Korthikanti et al. 2022
 // (data/reference/activation_memory_formulas.csv), for the GPT-3 175B configuration of
-// korthikanti2022.csv (a 96, h 12288, s 2048, b 1, t 8, L 96, p 8).
+// korthikanti2022.csv (a 96, h 12288, s 2048, b 1, t 8, L 96, p 8). The paper's formulas are for
+// the unfused attention Megatron-LM ran then (plan.attention = unfused); under flash attention the
+// 5as/h term of the stored scores gives way to the fp32 log-sum-exp, 4abs/t bytes (Dao et al.
+// 2022).
 
 #include <catch2/catch.hpp>
 
@@ -55,6 +58,11 @@ struct Case {
   double expected;
 };
 
+ParallelPlan unfused(ParallelPlan plan) {
+  plan.attention = AttentionKind::kUnfused;
+  return plan;
+}
+
 TEST_CASE("per-layer activation memory from the graph equals Korthikanti's formulas",
           "[memory][reference]") {
   const auto expressions = formula_expressions();
@@ -76,13 +84,44 @@ TEST_CASE("per-layer activation memory from the graph equals Korthikanti's formu
   for (const Case& c : cases) {
     INFO(c.configuration);
     REQUIRE(expressions.at(c.configuration) == c.expression);
-    ParallelPlan plan = test::make_plan(1, c.tp, 1, 1, 1, 2048);
+    ParallelPlan plan = unfused(test::make_plan(1, c.tp, 1, 1, 1, 2048));
     plan.sequence_parallel = c.sequence_parallel;
     plan.recompute = c.recompute;
     const CompiledPlan compiled = test::compile_checked(model, plan);
     REQUIRE(compiled.validation.ok());
     CHECK(static_cast<double>(stored_by_layer_zero(compiled.graph)) ==
           Approx(c.expected).epsilon(0.02));
+  }
+}
+
+// Flash attention: the same configurations store the formulas without their 5as/h term, plus
+// the fp32 log-sum-exp of each of the rank's a/t heads and tokens (4abs/t bytes); selective
+// recompute has no scores left to drop, so it stores as much as no recompute.
+TEST_CASE("per-layer activation memory under flash attention is sbh(34) without 5as/h, plus lse",
+          "[memory][reference]") {
+  const double t = 8;
+  const Case cases[] = {
+      {"no parallelism", "", 1, false, RecomputeKind::kNone, 1, s * b * h * 34 + 4 * a * b * s},
+      {"tensor parallel", "", 8, false, RecomputeKind::kNone, t,
+       s * b * h * (10 + 24 / t) + 4 * a * b * s / t},
+      {"tensor + sequence parallel", "", 8, true, RecomputeKind::kNone, t,
+       s * b * h * 34 / t + 4 * a * b * s / t},
+      {"tensor + sequence parallel + selective recompute", "", 8, true, RecomputeKind::kSelective,
+       t, s * b * h * 34 / t + 4 * a * b * s / t},
+  };
+  const ModelSpec model = gpt3_175b();
+  for (const Case& c : cases) {
+    INFO(c.configuration);
+    ParallelPlan plan = test::make_plan(1, c.tp, 1, 1, 1, 2048);
+    plan.attention = AttentionKind::kFlash;
+    plan.sequence_parallel = c.sequence_parallel;
+    plan.recompute = c.recompute;
+    const CompiledPlan compiled = test::compile_checked(model, plan);
+    REQUIRE(compiled.validation.ok());
+    CHECK(static_cast<double>(stored_by_layer_zero(compiled.graph)) ==
+          Approx(c.expected).epsilon(0.01));
+    // Nothing is recomputed: no task of the recompute phase.
+    for (const Task& task : compiled.graph.tasks()) CHECK(task.phase != Phase::kRecompute);
   }
 }
 
@@ -96,7 +135,7 @@ TEST_CASE("first-stage activation peak under 1F1B and interleaved 1F1B (Eq. 5)",
           "s*b*h*L/t*(34 + 5*a*s/h)");
   const double t = 8, L = 96, p = 8;
   const double eq5 = s * b * h * L / t * (34 + 5 * a * s / h);
-  ParallelPlan plan = test::make_plan(1, 8, 8, 1, 64, 2048);
+  ParallelPlan plan = unfused(test::make_plan(1, 8, 8, 1, 64, 2048));
   plan.sequence_parallel = true;
   const ModelSpec model = gpt3_175b();
   {
@@ -118,7 +157,7 @@ TEST_CASE("first-stage activation peak under 1F1B and interleaved 1F1B (Eq. 5)",
 
 // GPipe keeps every micro-batch's activations until the backward begins: m x (L/p) layers.
 TEST_CASE("GPipe holds all micro-batches in flight", "[memory]") {
-  ParallelPlan plan = test::make_plan(1, 8, 8, 1, 16, 2048);
+  ParallelPlan plan = unfused(test::make_plan(1, 8, 8, 1, 16, 2048));
   plan.sequence_parallel = true;
   plan.schedule = ScheduleKind::kGpipe;
   const ModelSpec model = gpt3_175b();

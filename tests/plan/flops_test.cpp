@@ -34,6 +34,7 @@ TEST_CASE("model and full-recompute hardware FLOPs equal the closed forms", "[fl
     ParallelPlan plan =
         test::make_plan(1, std::stoll(row.at("tp")), pp, std::stoll(row.at("micro_batch_size")),
                         global_batch, std::stoll(row.at("seq_len")));
+    plan.attention = AttentionKind::kUnfused;  // which executes the FLOPs the model counts
     INFO(model.name);
     const double B = static_cast<double>(global_batch);
     const double L = static_cast<double>(layers);
@@ -77,11 +78,41 @@ TEST_CASE("step FLOPs do not depend on the plan", "[flops]") {
 TEST_CASE("selective recompute adds one attention-core forward per layer", "[flops]") {
   const ModelSpec model = load_model("gpt3-175b");
   ParallelPlan plan = test::make_plan(1, 8, 8, 1, 64, 2048);
+  plan.attention = AttentionKind::kUnfused;
   plan.recompute = RecomputeKind::kSelective;
   const CompiledPlan compiled = test::compile_checked(model, plan);
   const double s = 2048, h = 12288;
   const double extra = 4.0 * 64 * s * s * h * 96;
   CHECK(compiled.flops.hardware - compiled.flops.model == Approx(extra).epsilon(1e-9));
+}
+
+// Flash attention executes the causal query-key pairs only, P = s(s+1)/2 per head (w(w+1)/2 +
+// (s-w)w under a sliding window w), 4 P d FLOPs forward and 10 P d backward (five products: the
+// scores again, dV, dP, dQ, dK; FlashAttention-2, Algorithm 2), where the model FLOPs count
+// 4 s^2 d and 8 s^2 d (s x w under a window). Per layer and sequence, over all heads (a d = h):
+//   hardware = model - 12 s span h + 14 P h.
+TEST_CASE("flash attention's hardware FLOPs are the causal pairs plus the recomputed scores",
+          "[flops]") {
+  ModelSpec model = load_model("gpt3-175b");
+  const double B = 64, L = 96, s = 2048, h = 12288;
+  for (const int64_t window : {int64_t{0}, int64_t{512}}) {
+    INFO("window " << window);
+    model.sliding_window = window;
+    ParallelPlan plan = test::make_plan(1, 8, 8, 1, 64, 2048);
+    plan.attention = AttentionKind::kUnfused;
+    const CompiledPlan unfused = test::compile_checked(model, plan);
+    plan.attention = AttentionKind::kFlash;
+    const CompiledPlan flash = test::compile_checked(model, plan);
+    CHECK(flash.flops.model == unfused.flops.model);
+    const double w = static_cast<double>(window);
+    const double span = window > 0 ? w : s;
+    const double pairs = window > 0 ? w * (w + 1) / 2 + (s - w) * w : s * (s + 1) / 2;
+    const double expected = flash.flops.model - B * L * (12 * s * span * h - 14 * pairs * h);
+    CHECK(flash.flops.hardware == Approx(expected).epsilon(1e-9));
+    // Selective recompute under flash attention recomputes nothing.
+    plan.recompute = RecomputeKind::kSelective;
+    CHECK(test::compile_checked(model, plan).flops.hardware == Approx(expected).epsilon(1e-9));
+  }
 }
 
 }  // namespace
