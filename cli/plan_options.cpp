@@ -10,6 +10,7 @@
 #include "common/json_input.hpp"
 #include "models/model_reader.hpp"
 #include "plan/deepspeed_config.hpp"
+#include "plan/framework.hpp"
 #include "plan/plan_json.hpp"
 
 namespace strata::cli {
@@ -46,7 +47,7 @@ std::string beside_scenario(const std::string& name, const std::vector<std::stri
   return std::filesystem::is_regular_file(beside, error) ? beside.string() : name;
 }
 
-Scenario read_scenario(const std::string& path) {
+Scenario read_scenario(const std::string& path, std::optional<Framework> framework) {
   const nlohmann::json json = read_json_file(path);
   const JsonFields fields(json, path);
   fields.refuse_unknown(kScenarioKeys);
@@ -54,9 +55,10 @@ Scenario read_scenario(const std::string& path) {
   scenario.model = beside_scenario(fields.string("model"), zoo_model_names(), path);
   scenario.cluster = beside_scenario(fields.string("cluster"), zoo_cluster_names(), path);
   scenario.gpus = fields.optional_positive_int("gpus");
+  if (framework) scenario.plan = apply_framework(scenario.plan, *framework);
   if (fields.has("plan")) {
     const JsonFields plan = fields.object("plan");
-    scenario.plan = parse_plan_json(plan, scenario.plan);
+    scenario.plan = parse_plan_json(plan, scenario.plan, framework);
     scenario.dp_given = plan.has("dp");
   }
   return scenario;
@@ -112,6 +114,25 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
   command.add_flag("--use-flash-attn", flags.use_flash_attn, "Megatron-LM: flash attention");
   command.add_option("--attention-backend", flags.attention_backend,
                      "Megatron-Core: flash, fused or auto (flash attention); unfused or local");
+  command.add_option("--framework", flags.framework,
+                     "Software stack whose defaults the plan takes: megatron-core (default), "
+                     "megatron-2022, deepspeed, fsdp2, ddp, horovod");
+  command.add_flag("--tp-comm-overlap", flags.tp_comm_overlap,
+                   "Megatron-LM: overlap TP communication with GEMMs in chunks (needs SP)");
+  command.add_flag("--overlap-grad-reduce", flags.overlap_grad_reduce,
+                   "Megatron-LM: reduce gradient buckets during the backward");
+  command.add_flag("--overlap-param-gather", flags.overlap_param_gather,
+                   "Megatron-LM: all-gather updated parameters during the next forward");
+  command.add_flag("--overlap-p2p-communication", flags.overlap_p2p,
+                   "Megatron-LM: post pipeline sends and receives ahead (its default)");
+  command.add_flag("--no-overlap-p2p-communication", flags.no_overlap_p2p,
+                   "Megatron-LM: wait for each pipeline send and receive");
+  command.add_option("--ddp-bucket-size", flags.bucket_size,
+                     "Megatron-LM: gradient bucket size in parameters");
+  command.add_flag("--grad-reduce-in-bf16", flags.grad_reduce_in_bf16,
+                   "Megatron-LM: accumulate and reduce gradients in bf16");
+  command.add_flag("--accumulate-allreduce-grads-in-fp32", flags.grads_in_fp32,
+                   "Megatron-LM: accumulate and reduce gradients in fp32");
   command.add_option("--first-stage-layers,--decoder-first-pipeline-num-layers",
                      flags.first_stage_layers, "Layers on the first pipeline stage (uneven split)");
   command.add_option("--last-stage-layers,--decoder-last-pipeline-num-layers",
@@ -123,9 +144,12 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
 PlanInputs resolve_plan_inputs(const PlanFlags& flags,
                                const std::optional<ClusterSpec>& measured_cluster) {
   Scenario scenario;
+  std::optional<Framework> framework;
+  if (flags.framework) framework = parse_framework(*flags.framework, kCommandLine, "--framework");
+  if (framework) scenario.plan = apply_framework(scenario.plan, *framework);
   const bool has_cluster = !flags.cluster.empty() || measured_cluster;
   if (!flags.scenario.empty()) {
-    scenario = read_scenario(flags.scenario);
+    scenario = read_scenario(flags.scenario, framework);
   } else if (flags.model.empty() || !has_cluster) {
     throw InputError(kCommandLine, flags.model.empty() ? "--model" : "--cluster", "missing",
                      fmt::format("give --model and --cluster (zoo names or paths), or --scenario "
@@ -181,6 +205,29 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
   if (flags.attention_backend) plan.attention = attention_backend(*flags.attention_backend);
   if (flags.attention)
     plan.attention = parse_attention(*flags.attention, kCommandLine, "--attention");
+  if (flags.tp_comm_overlap) plan.overlap.tp_comm = true;
+  if (flags.overlap_grad_reduce) plan.overlap.grad_reduce = true;
+  if (flags.overlap_param_gather) plan.overlap.param_gather = true;
+  if (flags.overlap_p2p && flags.no_overlap_p2p) {
+    throw InputError(kCommandLine, "--overlap-p2p-communication",
+                     "given with --no-overlap-p2p-communication", "give one of the two");
+  }
+  if (flags.overlap_p2p) plan.overlap.p2p = true;
+  if (flags.no_overlap_p2p) plan.overlap.p2p = false;
+  if (flags.bucket_size) {
+    if (*flags.bucket_size < 1) {
+      throw InputError(kCommandLine, "--ddp-bucket-size",
+                       fmt::format("must be at least 1 parameter, found {}", *flags.bucket_size),
+                       "give a bucket size in parameters, e.g. 40000000");
+    }
+    plan.bucket_size = *flags.bucket_size;
+  }
+  if (flags.grad_reduce_in_bf16 && flags.grads_in_fp32) {
+    throw InputError(kCommandLine, "--grad-reduce-in-bf16",
+                     "given with --accumulate-allreduce-grads-in-fp32", "give one of the two");
+  }
+  if (flags.grad_reduce_in_bf16) plan.precision.fp32_grads = false;
+  if (flags.grads_in_fp32) plan.precision.fp32_grads = true;
 
   // GPUs and dp: --gpus (or the scenario's) fixes the product; dp defaults to what is left.
   const std::optional<int64_t> gpus = flags.gpus ? flags.gpus : scenario.gpus;

@@ -26,7 +26,13 @@ struct PlanFlags {
   std::optional<int64_t> first_stage_layers, last_stage_layers;
   std::optional<std::string> recompute, schedule, dtype;
   std::optional<std::string> attention, attention_backend;
-  bool use_flash_attn = false;         // Megatron-LM's --use-flash-attn
+  bool use_flash_attn = false;  // Megatron-LM's --use-flash-attn
+  std::optional<std::string> framework;
+  // Megatron-LM's overlap flags (store_true, as there) and --no-overlap-p2p-communication.
+  bool tp_comm_overlap = false, overlap_grad_reduce = false, overlap_param_gather = false;
+  bool overlap_p2p = false, no_overlap_p2p = false;
+  std::optional<int64_t> bucket_size;  // --ddp-bucket-size
+  bool grad_reduce_in_bf16 = false, grads_in_fp32 = false;
   bool recompute_activations = false;  // Megatron's --recompute-activations (selective)
   bool sequence_parallel = false;
   bool distributed_optimizer = false;  // Megatron's --use-distributed-optimizer (ZeRO 1)

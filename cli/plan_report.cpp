@@ -1,11 +1,14 @@
 #include "cli/plan_report.hpp"
 
 #include <array>
+#include <limits>
 
 #include <fmt/format.h>
 
 #include "common/units.hpp"
 #include "models/model_json.hpp"
+#include "plan/framework.hpp"
+#include "plan/memory_plan.hpp"
 #include "plan/plan_json.hpp"
 #include "plan/rank_layout.hpp"
 #include "topologies/topology_json.hpp"
@@ -32,11 +35,32 @@ std::string flops_text(double flops) {
 std::string plan_line(const ParallelPlan& p) {
   return fmt::format(
       "dp {} x tp {} x pp {}{}, zero {}, micro-batch {}, global batch {} ({} micro-batches), "
-      "seq {}, {}, recompute {}{}, {} attention, {}",
+      "seq {}, {}, recompute {}{}, {}",
       p.dp, p.tp, p.pp, p.vpp > 1 ? fmt::format(" x vpp {}", p.vpp) : "", p.zero_stage,
       p.micro_batch, p.global_batch, p.micro_batches(), p.seq_len, to_string(p.schedule),
-      to_string(p.recompute), p.sequence_parallel ? ", sequence parallel" : "",
-      to_string(p.attention), to_string(p.dtype));
+      to_string(p.recompute), p.sequence_parallel ? ", sequence parallel" : "", to_string(p.dtype));
+}
+
+std::string stack_line(const ParallelPlan& p) {
+  std::vector<std::string> overlapped, waited;
+  const std::pair<const char*, bool> overlaps[] = {{"tp-comm", p.overlap.tp_comm},
+                                                   {"grad-reduce", p.overlap.grad_reduce},
+                                                   {"param-gather", p.overlap.param_gather},
+                                                   {"p2p", p.overlap.p2p}};
+  for (const auto& [name, on] : overlaps) (on ? overlapped : waited).push_back(name);
+  const int64_t bucket = gradient_bucket_parameters(p);
+  const std::string buckets = bucket == std::numeric_limits<int64_t>::max()
+                                  ? "one gradient bucket per stage"
+                                  : fmt::format("gradient buckets of {:.3g} M parameters",
+                                                static_cast<double>(bucket) / 1e6);
+  const StateBytesPerParameter states = state_bytes_per_parameter(p.dtype, p.precision);
+  return fmt::format(
+      "{}: {} attention; overlapped: {}; not overlapped: {}; {}; model states {} "
+      "+ {} + {} bytes per parameter (params, grads, optimizer)",
+      to_string(p.framework), to_string(p.attention),
+      overlapped.empty() ? "none" : fmt::format("{}", fmt::join(overlapped, ", ")),
+      waited.empty() ? "none" : fmt::format("{}", fmt::join(waited, ", ")), buckets, states.params,
+      states.grads, states.optimizer);
 }
 
 std::string model_line(const ModelSpec& m) {
@@ -63,6 +87,7 @@ std::string plan_summary(const CompiledPlan& c) {
   add(model_line(c.model));
   add(cluster_line(c.cluster, p.gpus()));
   add(fmt::format("plan     {}", plan_line(p)));
+  add(fmt::format("stack    {}", stack_line(p)));
   add(
       fmt::format("step     {} tokens; model {} (MFU numerator), hardware {} (executed, with "
                   "recompute)",

@@ -22,6 +22,9 @@ std::string model_line(const ModelSpec& model);
 std::string cluster_line(const ClusterSpec& cluster, int64_t gpus);
 // "dp 2 x tp 8 x pp 4, zero 1, micro-batch 1, global batch 512 (256 micro-batches), ...";
 std::string plan_line(const ParallelPlan& plan);
+// "megatron-core: flash attention; overlapped: p2p; not overlapped: tp, grad-reduce, ...; fp32
+// gradients, one gradient bucket per stage" (what the framework does, after the plan's overrides);
+std::string stack_line(const ParallelPlan& plan);
 // 1.23e18 -> "1.23 EFLOP";
 std::string flops_text(double flops);
 // the report's inputs: {"plan": {...}, "model": {...}, "cluster": {...}}, readable back.

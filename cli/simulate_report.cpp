@@ -53,6 +53,7 @@ std::string simulate_summary(const CompiledPlan& c, const SimOptions& options, c
   add(model_line(c.model));
   add(cluster_line(c.cluster, c.plan.gpus()));
   add(fmt::format("plan     {}", plan_line(c.plan)));
+  add(fmt::format("stack    {}", stack_line(c.plan)));
   add(fmt::format("graph    {} ({} ranks): {} tasks; the engine answered {} events",
                   to_string(c.graph.mode()), c.graph.ranks().size(), c.graph.size(),
                   r.engine.events));

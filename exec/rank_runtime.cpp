@@ -86,9 +86,6 @@ RankRuntime::Impl::Impl(const CompiledPlan& compiled, int32_t rank, Backend& bac
           before.layer < 0 && !edge_blocks.contains(dep)) {
         edge_blocks[dep] = block_of_role(task.role);
       }
-      if (task.role == TaskRole::kGradSync && task.layer < 0 && before.kind == TaskKind::kCompute) {
-        edge_blocks[id] = block_of_role(before.role);
-      }
     }
     if (task.kind == TaskKind::kMemory && task.buffer == BufferClass::kGatheredParams &&
         task.memory == MemoryAction::kFree && task.layer < 0) {
@@ -116,6 +113,21 @@ std::vector<BlockState*> RankRuntime::Impl::gathered_blocks(TaskId id, const Tas
   if (block.kind == BlockKind::kHead && compiled.model.tied_embeddings && plan.pp == 1)
     return {&block, params.embedding()};
   return {&block};
+}
+
+std::vector<BlockState*> RankRuntime::Impl::bucket_blocks(const Task& task) {
+  STRATA_ASSERT(task.bucket >= 0, fmt::format("{} names no bucket", task_name(graph, task)));
+  const ParamBucket& bucket = graph.bucket(task.bucket);
+  std::vector<BlockState*> blocks;
+  if (bucket.head) blocks.push_back(params.head());
+  for (int32_t layer = bucket.first_layer + bucket.layers - 1; layer >= bucket.first_layer; --layer)
+    blocks.push_back(&params.layer(layer));
+  if (bucket.embedding) blocks.push_back(params.embedding());
+  for (const BlockState* block : blocks) {
+    STRATA_ASSERT(block != nullptr, fmt::format("{}: this rank holds no block of its bucket",
+                                                task_name(graph, task)));
+  }
+  return blocks;
 }
 
 void RankRuntime::Impl::run_task(TaskId id) {
@@ -299,21 +311,17 @@ void RankRuntime::Impl::run_collective(TaskId id, const Task& task) {
           std::span(whole, static_cast<size_t>(s.n * s.c)), group(task));
       return;
     }
-    case TaskRole::kGradSync: {
-      BlockState& block = task.layer >= 0 ? params.layer(task.layer) : edge_block(id);
-      params.reduce_gradients(block, comm, group(task));
+    case TaskRole::kGradSync:
+      for (BlockState* block : bucket_blocks(task))
+        params.reduce_gradients(*block, comm, group(task));
+      return;
+    case TaskRole::kParamGather: {
+      // A bucket's updated parameters (ZeRO 1 and 2), or ZeRO-3's gather of one block.
+      const std::vector<BlockState*> blocks =
+          task.bucket >= 0 ? bucket_blocks(task) : gathered_blocks(id, task);
+      for (BlockState* block : blocks) params.gather_params(*block, comm, group(task));
       return;
     }
-    case TaskRole::kParamGather:
-      if (task.phase == Phase::kOptimizer && task.layer < 0) {
-        for (BlockState& block : params.blocks()) {
-          if (block.kind != BlockKind::kLayer) params.gather_params(block, comm, group(task));
-        }
-      } else {
-        for (BlockState* block : gathered_blocks(id, task))
-          params.gather_params(*block, comm, group(task));
-      }
-      return;
     case TaskRole::kEmbeddingGradSync: {
       // The two copies of a tied embedding: the first stage's and the last stage's.
       BlockState* block = params.embedding();

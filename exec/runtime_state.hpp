@@ -74,6 +74,8 @@ struct RankRuntime::Impl {
   BlockState& edge_block(TaskId id);
   // The blocks a ZeRO-3 gather or release acts on.
   std::vector<BlockState*> gathered_blocks(TaskId id, const Task& task);
+  // The blocks of a data-parallel bucket's gradient reduction or parameter all-gather.
+  std::vector<BlockState*> bucket_blocks(const Task& task);
   RankGroup group(const Task& task) const;
   // TP reductions of a row-parallel product's partial sums (N,C) into the residual's rows
   // (R,C): all-reduce, or reduce-scatter under sequence parallelism.

@@ -30,6 +30,7 @@ void append_task_json(std::string& out, const TaskGraph& graph, TaskId id) {
     case TaskKind::kCollective:
       fmt::format_to(std::back_inserter(out), R"(,"collective":"{}","group":{},"bytes":{})",
                      to_string(t.collective), t.group, t.bytes);
+      if (t.bucket >= 0) fmt::format_to(std::back_inserter(out), R"(,"bucket":{})", t.bucket);
       break;
     case TaskKind::kP2p:
       fmt::format_to(std::back_inserter(out), R"(,"p2p":"{}","peer":{},"tag":{},"bytes":{})",
@@ -98,6 +99,13 @@ std::string graph_to_json(const TaskGraph& graph) {
     const CommGroup& g = graph.groups()[i];
     fmt::format_to(std::back_inserter(out), R"({}{{"kind":"{}","ranks":[{}]}})", i ? ",\n" : "\n",
                    to_string(g.kind), fmt::join(g.ranks, ","));
+  }
+  out += "],\n\"buckets\":[";
+  for (size_t i = 0; i < graph.buckets().size(); ++i) {
+    const ParamBucket& b = graph.buckets()[i];
+    fmt::format_to(std::back_inserter(out),
+                   R"({}{{"first_layer":{},"layers":{},"embedding":{},"head":{}}})",
+                   i ? ",\n" : "\n", b.first_layer, b.layers, b.embedding, b.head);
   }
   out += "],\n\"tasks\":[";
   for (TaskId id = 0; id < graph.size(); ++id) {

@@ -5,10 +5,12 @@
 //
 // JSON: {"format": "strata-task-graph", "version": 1, "mode", "dp", "tp", "pp",
 //   "ranks": [{"rank", "stage"}], "ops": [{"kind", "direction", "dtype", "dims", "flops"
-//   (executed), "model_flops" (counted in MFU), "bytes"}], "groups": [{"kind", "ranks"}], "tasks":
-//   [{"id", "rank", "stream", "kind", "phase", "role", "layer", "micro_batch", "chunk", "deps",
-//   then by kind: "op" | "collective", "group", "bytes" | "p2p", "peer", "tag", "bytes" | "memory",
-//   "buffer", "bytes"}]}
+//   (executed), "model_flops" (counted in MFU), "bytes"}], "groups": [{"kind", "ranks"}],
+//   "buckets": [{"first_layer", "layers", "embedding", "head"}], "tasks": [{"id", "rank",
+//   "stream", "kind", "phase", "role", "layer", "micro_batch", "chunk", "deps", then by kind:
+//   "op" | "collective", "group", "bytes" and, for a data-parallel bucket's gradient reduction
+//   or parameter all-gather, "bucket" | "p2p", "peer", "tag", "bytes" | "memory", "buffer",
+//   "bytes"}]}
 
 #include <cstdint>
 #include <string>

@@ -91,6 +91,28 @@ class PassLowering {
     return static_cast<int32_t>(ctx_.layout.rank_of(dp_, stage, tp_));
   }
   int64_t virtual_stage(int64_t chunk) const { return chunk * ctx_.plan.pp + state_.stage; }
+  // Pipeline p2p as Megatron-LM's schedules run it. 1F1B and GPipe (forward_backward_pipelining_
+  // without_interleaving) send each pass's output in a blocking call, batched with the receive of
+  // the next pass's input: the compute waits for the send. The interleaved schedule with
+  // --overlap-p2p-communication posts receives ahead on their own stream and waits for sends only
+  // before reusing their buffers; without the flag it batches a forward-backward pair's sends and
+  // receives into one blocking exchange, which this graph approximates by posting each receive
+  // when the schedule reaches it and not waiting for sends.
+  bool overlaps_p2p() const {
+    return ctx_.plan.overlap.p2p && ctx_.plan.schedule == ScheduleKind::kInterleaved;
+  }
+  Stream receive_stream() const { return overlaps_p2p() ? Stream::kPpRecv : Stream::kCompute; }
+  void wait_unless_overlapped(TaskId send) {
+    if (ctx_.plan.schedule != ScheduleKind::kInterleaved)
+      state_.program.block_next_compute_on(send);
+  }
+  // The parameters a block's forward waits for: its ZeRO-3 gather, or under
+  // --overlap-param-gather its bucket's all-gather in the step's first forward.
+  TaskId block_params(int64_t zero3_bytes, ParamBlock block, const PipelineWork& work) {
+    const TaskId gathered = gather_params(ctx_, state_, zero3_bytes);
+    if (gathered != kNoTask) return gathered;
+    return await_param_gather(ctx_, state_, work.chunk, block, work.micro_batch);
+  }
   // Without sequence parallelism each TP rank received a 1/t slice of the boundary tensor
   // (pipeline_message_bytes); the slices are all-gathered over the TP group.
   TaskId gather_pipeline_slices(TaskRole role, TaskId received) {
@@ -120,13 +142,13 @@ void PassLowering::forward(const PipelineWork& work) {
   if (receives) {
     // The receive is posted when the schedule reaches it (Megatron-LM's p2p calls run in
     // schedule order on the main thread), into a buffer allocated there.
-    const TaskId buffer = p.alloc(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
+    const TaskId buffer = p.alloc(receive_stream(), BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
     input = p.recv(TaskRole::kPipeActivation, stage_rank((stage + plan.pp - 1) % plan.pp),
                    message_tag(plan, WorkKind::kForward, work.micro_batch, vs), ctx_.pipe_bytes,
                    {buffer});
     input = gather_pipeline_slices(TaskRole::kPipeActivation, input);
   } else {
-    const TaskId params = gather_params(ctx_, state_, ctx_.embedding_param_bytes);
+    const TaskId params = block_params(ctx_.embedding_param_bytes, {ParamBlock::kEmbedding}, work);
     input = p.compute(TaskRole::kEmbedding, op.embedding.forward, {params});
     release_params(ctx_, state_, ctx_.embedding_param_bytes, input);
     input = tp_collective(
@@ -139,10 +161,15 @@ void PassLowering::forward(const PipelineWork& work) {
   p.set_layer(static_cast<int32_t>(first));
   TaskId next_params = gather_params(ctx_, state_, ctx_.layer_param_bytes);
   for (int64_t layer = first; layer < first + count; ++layer) {
-    const TaskId params = next_params;
+    TaskId params = next_params;
     if (layer + 1 < first + count) {
       p.set_layer(static_cast<int32_t>(layer + 1));
       next_params = gather_params(ctx_, state_, ctx_.layer_param_bytes);
+    }
+    if (params == kNoTask) {
+      p.set_layer(static_cast<int32_t>(layer));
+      params = await_param_gather(ctx_, state_, work.chunk, {ParamBlock::kLayer, layer},
+                                  work.micro_batch);
     }
     input = lower_layer_forward(ctx_, state_, layer, input, params);
     release_params(ctx_, state_, ctx_.layer_param_bytes, input);
@@ -151,7 +178,7 @@ void PassLowering::forward(const PipelineWork& work) {
   if (receives) p.release(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
 
   if (ctx_.last_virtual_stage(stage, work.chunk)) {
-    const TaskId params = gather_params(ctx_, state_, ctx_.head_gather_bytes);
+    const TaskId params = block_params(ctx_.head_gather_bytes, {ParamBlock::kHead}, work);
     p.alloc(Stream::kCompute, BufferClass::kHeadActivations, ctx_.head_bytes);
     const TaskId norm = p.compute(TaskRole::kFinalNorm, op.final_norm.forward, {params});
     const TaskId head_in = plan.sequence_parallel ? tp_collective(ctx_, state_, TaskRole::kLmHead,
@@ -171,9 +198,9 @@ void PassLowering::forward(const PipelineWork& work) {
     return;
   }
   const TaskId buffer = p.alloc(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
-  p.send(TaskRole::kPipeActivation, stage_rank((stage + 1) % plan.pp),
-         message_tag(plan, WorkKind::kForward, work.micro_batch, vs + 1), ctx_.pipe_bytes,
-         {input, buffer});
+  wait_unless_overlapped(p.send(TaskRole::kPipeActivation, stage_rank((stage + 1) % plan.pp),
+                                message_tag(plan, WorkKind::kForward, work.micro_batch, vs + 1),
+                                ctx_.pipe_bytes, {input, buffer}));
   p.release(Stream::kPpSend, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
 }
 
@@ -191,7 +218,7 @@ void PassLowering::backward(const PipelineWork& work) {
   TaskId grad = kNoTask;
   const bool receives = !ctx_.last_virtual_stage(stage, work.chunk);
   if (receives) {
-    const TaskId buffer = p.alloc(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
+    const TaskId buffer = p.alloc(receive_stream(), BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
     grad = p.recv(TaskRole::kPipeGradient, stage_rank((stage + 1) % plan.pp),
                   message_tag(plan, WorkKind::kBackward, work.micro_batch, vs), ctx_.pipe_bytes,
                   {buffer});
@@ -208,7 +235,7 @@ void PassLowering::backward(const PipelineWork& work) {
     grad = p.compute(TaskRole::kFinalNorm, op.final_norm.backward, {reduced});
     release_params(ctx_, state_, ctx_.head_gather_bytes, grad);
     // The head's block (final norm and LM head) is complete once the final norm's backward ran.
-    sync_gradients(ctx_, state_, ctx_.head_param_bytes, last_pass, grad);
+    sync_gradients(ctx_, state_, work.chunk, {ParamBlock::kHead}, last_pass, grad);
     p.release(Stream::kCompute, BufferClass::kHeadActivations, ctx_.head_bytes);
   }
   const int64_t first = ctx_.first_layer(stage, work.chunk);
@@ -223,7 +250,7 @@ void PassLowering::backward(const PipelineWork& work) {
     }
     grad = lower_layer_backward(ctx_, state_, layer, grad, params);
     release_params(ctx_, state_, ctx_.layer_param_bytes, grad);
-    sync_gradients(ctx_, state_, ctx_.layer_param_bytes, last_pass, grad);
+    sync_gradients(ctx_, state_, work.chunk, {ParamBlock::kLayer, layer}, last_pass, grad);
   }
   p.set_layer(-1);
   if (receives) p.release(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
@@ -238,14 +265,15 @@ void PassLowering::backward(const PipelineWork& work) {
     const TaskId embedding =
         p.compute(TaskRole::kEmbedding, op.embedding.backward, {grad_in, params});
     release_params(ctx_, state_, ctx_.embedding_param_bytes, embedding);
-    sync_gradients(ctx_, state_, ctx_.embedding_param_bytes, last_pass, embedding);
+    sync_gradients(ctx_, state_, work.chunk, {ParamBlock::kEmbedding}, last_pass, embedding);
     embedding_grads_ = embedding;
     return;
   }
   const TaskId buffer = p.alloc(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
-  p.send(TaskRole::kPipeGradient, stage_rank((stage + plan.pp - 1) % plan.pp),
-         message_tag(plan, WorkKind::kBackward, work.micro_batch, vs - 1), ctx_.pipe_bytes,
-         {grad, buffer});
+  wait_unless_overlapped(p.send(TaskRole::kPipeGradient,
+                                stage_rank((stage + plan.pp - 1) % plan.pp),
+                                message_tag(plan, WorkKind::kBackward, work.micro_batch, vs - 1),
+                                ctx_.pipe_bytes, {grad, buffer}));
   p.release(Stream::kPpSend, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
 }
 
@@ -303,6 +331,9 @@ TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,
     RankProgram program(graph, static_cast<int32_t>(rank));
     RankState state(program, c.pp, rank_groups(ctx, graph, rank));
     state.backwards_done.assign(static_cast<size_t>(plan.vpp), 0);
+    state.param_gathers.resize(static_cast<size_t>(plan.vpp));
+    for (int64_t chunk = 0; chunk < plan.vpp; ++chunk)
+      state.buckets.push_back(chunk_buckets(ctx, graph, c.pp, chunk));
     PassLowering passes(ctx, state, c.dp, c.tp);
     for (const PipelineWork& work : schedules[static_cast<size_t>(c.pp)]) {
       if (work.kind == WorkKind::kForward) {

@@ -42,7 +42,7 @@ struct LoweringContext {
   int64_t layer_input_bytes = 0;  // the full-recompute checkpoint
   int64_t head_bytes = 0;
   int64_t pipe_bytes = 0;             // one pipeline message
-  int64_t layer_param_bytes = 0;      // a layer on one TP rank, working precision (= its gradients)
+  int64_t layer_param_bytes = 0;      // a layer on one TP rank, working precision (ZeRO-3 gathers)
   int64_t embedding_param_bytes = 0;  // the first stage's embedding on one TP rank
   int64_t head_param_bytes = 0;       // the last stage's final norm and LM head on one TP rank
   int64_t head_gather_bytes = 0;      // what ZeRO 3 gathers for the head (+ a shared table)
@@ -66,6 +66,18 @@ struct RankGroups {
   int32_t grad_norm = -1;
 };
 
+// A parameter block whose gradients a backward pass completes.
+struct ParamBlock {
+  enum Kind : uint8_t { kLayer, kEmbedding, kHead } kind = kLayer;
+  int64_t layer = -1;  // kLayer: the global layer
+};
+
+// One data-parallel bucket of a model chunk (graph bucket index and parameters on this rank).
+struct RankBucket {
+  int16_t index = -1;
+  int64_t parameters = 0;
+};
+
 // Per-rank state while its program is emitted.
 struct RankState {
   RankState(RankProgram& program, int64_t stage, RankGroups groups)
@@ -77,6 +89,11 @@ struct RankState {
   std::vector<TaskId> grad_syncs;       // DP gradient collectives the optimizer waits for
   TaskId last_gathered_free = kNoTask;  // ZeRO-3: release of the most recently freed layer
   std::vector<int64_t> backwards_done;  // per chunk: backward passes emitted so far
+  // Per chunk, its gradient buckets in backward order (lower_to_task_graph fills them).
+  std::vector<std::vector<RankBucket>> buckets;
+  // --overlap-param-gather: per chunk, the all-gather of each bucket at the step's start, in
+  // forward order (the reverse of `buckets`), once emitted.
+  std::vector<std::vector<TaskId>> param_gathers;
 };
 
 // Layer lowering (layer_lowering.cpp), with the layer's memory tasks and recompute. Each returns
@@ -97,10 +114,18 @@ TaskId tp_collective(const LoweringContext& ctx, RankState& state, TaskRole role
 // gathered at once. kNoTask without ZeRO-3.
 TaskId gather_params(const LoweringContext& ctx, RankState& state, int64_t bytes);
 void release_params(const LoweringContext& ctx, RankState& state, int64_t bytes, TaskId after);
-// Gradient reduction of a parameter block whose backward ended with `after`, if due this
-// micro-batch.
-void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t bytes, bool last_pass,
-                    TaskId after);
+// The gradient buckets of `chunk` on `stage`, in backward order (data_parallel buckets).
+std::vector<RankBucket> chunk_buckets(const LoweringContext& ctx, TaskGraph& graph, int64_t stage,
+                                      int64_t chunk);
+// The backward of `block` (model chunk `chunk`) ended with `after`: its bucket's gradient
+// reduction when the block completes the bucket and the reduction is due this micro-batch.
+void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t chunk, ParamBlock block,
+                    bool last_pass, TaskId after);
+// --overlap-param-gather: before the first forward of `chunk` reaches `block`, wait for its
+// bucket's parameter all-gather (dispatched one bucket ahead, as Megatron-Core's forward
+// pre-hooks do). Returns the gather the block's first compute waits for, or kNoTask.
+TaskId await_param_gather(const LoweringContext& ctx, RankState& state, int64_t chunk,
+                          ParamBlock block, int64_t micro_batch);
 // Embedding all-reduce, gradient norm, optimizer step and the ZeRO 1/2 parameter all-gather.
 void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId embedding_grads);
 

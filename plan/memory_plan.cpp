@@ -21,15 +21,28 @@ struct LiveMemory {
 
 }  // namespace
 
-ModelStateBytes model_state_bytes(int64_t parameters, int64_t dp, int64_t zero_stage, DType dtype) {
-  const bool mixed = dtype != DType::kFp32;
-  const int64_t param_bytes = mixed ? 2 : 4;
-  const int64_t grad_bytes = mixed ? 2 : 4;
-  const int64_t optimizer_bytes = mixed ? 12 : 8;
+StateBytesPerParameter state_bytes_per_parameter(DType dtype, const Precision& precision) {
+  if (dtype == DType::kFp32) return {4, 4, 8};
+  const int64_t e = bytes_per_element(dtype);
+  StateBytesPerParameter bytes;
+  bytes.params = precision.fp32_params ? 4 : e;
+  bytes.grads = precision.fp32_grads ? 4 : e;
+  const bool separate_master = precision.fp32_master_weights && !precision.fp32_params;
+  bytes.optimizer = (separate_master ? 4 : 0) + (precision.fp32_optimizer_states ? 8 : 2 * e);
+  return bytes;
+}
+
+ModelStateBytes model_state_bytes(int64_t parameters, const ParallelPlan& plan) {
+  return model_state_bytes(parameters, plan.dp, plan.zero_stage, plan.dtype, plan.precision);
+}
+
+ModelStateBytes model_state_bytes(int64_t parameters, int64_t dp, int64_t zero_stage, DType dtype,
+                                  const Precision& precision) {
+  const StateBytesPerParameter per_parameter = state_bytes_per_parameter(dtype, precision);
   ModelStateBytes states;
-  states.params = parameters * param_bytes;
-  states.grads = parameters * grad_bytes;
-  states.optimizer = parameters * optimizer_bytes;
+  states.params = parameters * per_parameter.params;
+  states.grads = parameters * per_parameter.grads;
+  states.optimizer = parameters * per_parameter.optimizer;
   if (zero_stage >= 1) states.optimizer = sharded(states.optimizer, dp);
   if (zero_stage >= 2) states.grads = sharded(states.grads, dp);
   if (zero_stage >= 3) states.params = sharded(states.params, dp);
@@ -60,8 +73,7 @@ MemoryPlan plan_memory(const TaskGraph& graph, const ModelSpec& model, const Par
     stage.stage = static_cast<int64_t>(s);
     stage.layers = stage_layers[s];
     stage.parameters = parameters[s];
-    const ModelStateBytes states =
-        model_state_bytes(stage.parameters, plan.dp, plan.zero_stage, plan.dtype);
+    const ModelStateBytes states = model_state_bytes(stage.parameters, plan);
     stage.at_peak.params = states.params;
     stage.at_peak.grads = states.grads;
     stage.at_peak.optimizer = states.optimizer;
@@ -95,9 +107,7 @@ int64_t peak_memory_lower_bound_bytes(const ModelSpec& model, const ParallelPlan
     const int64_t in_flight = plan.schedule == ScheduleKind::kGpipe
                                   ? micro_batches
                                   : std::min(plan.pp - s, micro_batches);
-    const int64_t states =
-        model_state_bytes(parameters[static_cast<size_t>(s)], plan.dp, plan.zero_stage, plan.dtype)
-            .total();
+    const int64_t states = model_state_bytes(parameters[static_cast<size_t>(s)], plan).total();
     peak = std::max(peak, states + in_flight * stage_layers[static_cast<size_t>(s)] * stored);
   }
   return peak;

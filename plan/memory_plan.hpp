@@ -1,10 +1,13 @@
 #pragma once
 // The memory plan: per pipeline stage, the bytes one GPU holds at its peak.
-//  - Model states by ZeRO stage and dtype (Rajbhandari et al. 2020, Sec. 3.1 and 5): with mixed
-//    precision, 2 bytes of 16-bit parameters, 2 of 16-bit gradients and K = 12 of optimizer
-//    states (fp32 master weights, Adam momentum and variance) per parameter; with fp32 training
-//    4 + 4 + 8. ZeRO 1 shards the optimizer states over dp, ZeRO 2 the gradients too, ZeRO 3 the
-//    parameters too: e.g. Pos+g = 2 + 14/Nd bytes per parameter.
+//  - Model states by ZeRO stage, dtype and the framework's precision (Rajbhandari et al. 2020,
+//    Sec. 3.1 and 5): with mixed precision as DeepSpeed keeps it, 2 bytes of 16-bit parameters, 2
+//    of 16-bit gradients and K = 12 of optimizer states (fp32 master weights, Adam momentum and
+//    variance) per parameter; Megatron-LM keeps fp32 main gradients under bf16, 2 + 4 + 12 = 18
+//    (data/reference/optimizer_bytes_per_param.csv); AMP and FSDP2 keep fp32 parameters as their
+//    own master copy, 4 + 4 + 8; fp32 training 4 + 4 + 8. ZeRO 1 shards the optimizer states over
+//    dp, ZeRO 2 the gradients too, ZeRO 3 the parameters too: e.g. Pos+g = 2 + 14/Nd bytes per
+//    parameter.
 //  - Activations and buffers from the task graph's memory tasks, replayed in each rank's program
 //    order: the micro-batches in flight under the schedule, recompute, TP and SP all show there.
 //    The peak is the largest sum of live activations and buffers; the breakdown is at that peak.
@@ -27,8 +30,18 @@ struct ModelStateBytes {
   int64_t total() const { return params + grads + optimizer; }
 };
 
+// Bytes per parameter of each model state, before sharding.
+struct StateBytesPerParameter {
+  int64_t params = 0;
+  int64_t grads = 0;
+  int64_t optimizer = 0;  // master weights (when kept apart from the parameters) and Adam's m, v
+};
+StateBytesPerParameter state_bytes_per_parameter(DType dtype, const Precision& precision);
+
 // Bytes of model states one GPU holds for `parameters` (its share before ZeRO sharding).
-ModelStateBytes model_state_bytes(int64_t parameters, int64_t dp, int64_t zero_stage, DType dtype);
+ModelStateBytes model_state_bytes(int64_t parameters, int64_t dp, int64_t zero_stage, DType dtype,
+                                  const Precision& precision);
+ModelStateBytes model_state_bytes(int64_t parameters, const ParallelPlan& plan);
 
 struct MemoryBreakdown {
   int64_t params = 0;

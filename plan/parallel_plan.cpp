@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/error.hpp"
+#include "plan/framework.hpp"
 
 namespace strata {
 
@@ -135,6 +136,7 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
     fail("vpp (--vpp)", fmt::format("vpp {} needs the interleaved schedule", plan.vpp),
          "add --schedule interleaved or drop --vpp");
   }
+  validate_framework(plan, where);
   // Layers over stages and chunks.
   const bool uneven = plan.first_stage_layers > 0 || plan.last_stage_layers > 0;
   if (uneven) {

@@ -24,6 +24,43 @@ enum class RecomputeKind : uint8_t { kNone, kSelective, kFull };
 //    scale-mask-softmax, whose (b, heads, s, s) scores cross HBM and are stored for the backward.
 enum class AttentionKind : uint8_t { kFlash, kUnfused };
 
+// The software stack that runs the plan (--framework). It sets the defaults of the fields that
+// follow (plan/framework.cpp has the table and the source of each), which can each be set on
+// their own.
+enum class Framework : uint8_t { kMegatronCore, kMegatron2022, kDeepSpeed, kFsdp2, kDdp, kHorovod };
+
+// Communication overlapped with compute, under Megatron-LM's flag names. Without a flag, that
+// communication is not overlapped, as in the framework without it.
+struct Overlap {
+  // --tp-comm-overlap (Transformer Engine's userbuffers): the sequence-parallel all-gather before
+  // and reduce-scatter after each column/row-parallel GEMM move in tp chunks by ring exchange, each
+  // GEMM chunk waiting only for its own chunk.
+  bool tp_comm = false;
+  // --overlap-grad-reduce: each gradient bucket is reduced as soon as the last micro-batch's
+  // backward has produced it; without, the compute waits for each bucket's reduction (one bucket
+  // of the whole stage in Megatron-LM, which then reduces after the last backward).
+  bool grad_reduce = false;
+  // --overlap-param-gather (distributed optimizer): each bucket's updated parameters are
+  // all-gathered during the next step's forward instead of after the optimizer step.
+  bool param_gather = false;
+  // --overlap-p2p-communication (Megatron-LM's default, for the interleaved schedule): pipeline
+  // sends and receives are posted ahead and waited for only when their data is needed.
+  bool p2p = true;
+
+  bool operator==(const Overlap&) const = default;
+};
+
+// How a 16-bit run keeps its model states (Rajbhandari et al. 2020 Sec. 3.1; Megatron-LM's
+// docs/source/api-guide/dist_optimizer.md). Ignored by fp32 training, which keeps 4 + 4 + 8.
+struct Precision {
+  bool fp32_grads = true;             // gradients accumulated and reduced in fp32 (main_grad)
+  bool fp32_params = false;           // parameters kept in fp32 and cast per op (AMP, FSDP2)
+  bool fp32_master_weights = true;    // an fp32 master copy beside 16-bit parameters
+  bool fp32_optimizer_states = true;  // Adam's m and v in fp32
+
+  bool operator==(const Precision&) const = default;
+};
+
 struct ParallelPlan {
   int64_t dp = 1;
   int64_t tp = 1;
@@ -37,7 +74,15 @@ struct ParallelPlan {
   bool sequence_parallel = false;
   ScheduleKind schedule = ScheduleKind::k1F1B;
   DType dtype = DType::kBf16;
+  // Set by the framework's preset (plan/framework.hpp); these defaults are megatron-core's.
+  Framework framework = Framework::kMegatronCore;
   AttentionKind attention = AttentionKind::kFlash;
+  Overlap overlap;
+  Precision precision;
+  // Gradient bucket size in parameters (Megatron's --ddp-bucket-size, DeepSpeed's
+  // reduce_bucket_size, PyTorch DDP's bucket_cap_mb over the gradient's bytes); 0: Megatron-Core's
+  // default, max(40M, 1M x dp) with --overlap-grad-reduce and the whole stage without.
+  int64_t bucket_size = 0;
   // Uneven pipeline split (Megatron's --decoder-first/last-pipeline-num-layers; Llama 3 405B runs
   // 126 layers on 16 stages with one layer fewer on the first and the last). 0: even split.
   int64_t first_stage_layers = 0;

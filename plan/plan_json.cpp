@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/error.hpp"
+#include "plan/framework.hpp"
 
 namespace strata {
 
@@ -47,6 +48,16 @@ constexpr std::string_view kPlanKeys[] = {"dp",
                                           "schedule",
                                           "dtype",
                                           "attention",
+                                          "framework",
+                                          "tp_comm_overlap",
+                                          "overlap_grad_reduce",
+                                          "overlap_param_gather",
+                                          "overlap_p2p_comm",
+                                          "bucket_size",
+                                          "fp32_grads",
+                                          "fp32_params",
+                                          "fp32_master_weights",
+                                          "fp32_optimizer_states",
                                           "first_stage_layers",
                                           "last_stage_layers"};
 
@@ -71,8 +82,15 @@ AttentionKind parse_attention(const std::string& name, const std::string& where,
   return parse_name(name, kAttentions, where, field);
 }
 
-ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan) {
+ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan,
+                             std::optional<Framework> framework) {
   fields.refuse_unknown(kPlanKeys);
+  // The framework's preset first, so that the fields given beside it override it.
+  if (!framework && fields.has("framework")) {
+    framework =
+        parse_framework(fields.string("framework"), fields.where(), fields.field_name("framework"));
+  }
+  if (framework) plan = apply_framework(plan, *framework);
   const auto set_count = [&](const char* key, int64_t& out) {
     if (fields.has(key)) out = fields.positive_int(key);
   };
@@ -102,6 +120,18 @@ ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan) {
     plan.attention =
         parse_attention(fields.string("attention"), fields.where(), fields.field_name("attention"));
   }
+  plan.overlap.tp_comm = fields.boolean("tp_comm_overlap", plan.overlap.tp_comm);
+  plan.overlap.grad_reduce = fields.boolean("overlap_grad_reduce", plan.overlap.grad_reduce);
+  plan.overlap.param_gather = fields.boolean("overlap_param_gather", plan.overlap.param_gather);
+  plan.overlap.p2p = fields.boolean("overlap_p2p_comm", plan.overlap.p2p);
+  if (fields.has("bucket_size")) plan.bucket_size = fields.non_negative_int("bucket_size");
+  Precision& precision = plan.precision;
+  precision.fp32_grads = fields.boolean("fp32_grads", precision.fp32_grads);
+  precision.fp32_params = fields.boolean("fp32_params", precision.fp32_params);
+  precision.fp32_master_weights =
+      fields.boolean("fp32_master_weights", precision.fp32_master_weights);
+  precision.fp32_optimizer_states =
+      fields.boolean("fp32_optimizer_states", precision.fp32_optimizer_states);
   return plan;
 }
 
@@ -119,7 +149,17 @@ nlohmann::json plan_to_json(const ParallelPlan& plan) {
   out["sequence_parallel"] = plan.sequence_parallel;
   out["schedule"] = to_string(plan.schedule);
   out["dtype"] = to_string(plan.dtype);
+  out["framework"] = to_string(plan.framework);
   out["attention"] = to_string(plan.attention);
+  out["tp_comm_overlap"] = plan.overlap.tp_comm;
+  out["overlap_grad_reduce"] = plan.overlap.grad_reduce;
+  out["overlap_param_gather"] = plan.overlap.param_gather;
+  out["overlap_p2p_comm"] = plan.overlap.p2p;
+  out["bucket_size"] = plan.bucket_size;
+  out["fp32_grads"] = plan.precision.fp32_grads;
+  out["fp32_params"] = plan.precision.fp32_params;
+  out["fp32_master_weights"] = plan.precision.fp32_master_weights;
+  out["fp32_optimizer_states"] = plan.precision.fp32_optimizer_states;
   if (plan.first_stage_layers > 0) out["first_stage_layers"] = plan.first_stage_layers;
   if (plan.last_stage_layers > 0) out["last_stage_layers"] = plan.last_stage_layers;
   return out;

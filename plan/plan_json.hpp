@@ -4,8 +4,13 @@
 //   {"dp", "tp", "pp", "vpp", "zero_stage", "micro_batch", "global_batch", "seq_len",
 //    "recompute": "none|selective|full", "sequence_parallel": bool,
 //    "schedule": "gpipe|1f1b|interleaved", "dtype": "bf16|fp16|fp32",
-//    "attention": "flash|unfused", "first_stage_layers", "last_stage_layers"}
+//    "attention": "flash|unfused", "first_stage_layers", "last_stage_layers",
+//    "framework": "megatron-core|megatron-2022|deepspeed|fsdp2|ddp|horovod" (its preset applies
+//    first, the other keys override it), "tp_comm_overlap", "overlap_grad_reduce",
+//    "overlap_param_gather", "overlap_p2p_comm" (bool), "bucket_size" (parameters, 0: Megatron's
+//    default), "fp32_grads", "fp32_params", "fp32_master_weights", "fp32_optimizer_states"}
 
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -15,8 +20,10 @@
 
 namespace strata {
 
-// Fields present in `fields` override `plan`; unknown keys are refused.
-ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan);
+// Fields present in `fields` override `plan` after the framework's preset (`framework` when
+// given, which then overrides the file's "framework"); unknown keys are refused.
+ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan,
+                             std::optional<Framework> framework = std::nullopt);
 nlohmann::json plan_to_json(const ParallelPlan& plan);
 
 // Throw InputError naming `where` and `field` for an unknown name, listing the known ones.

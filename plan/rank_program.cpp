@@ -36,7 +36,14 @@ TaskId RankProgram::compute(TaskRole role, int32_t op, std::initializer_list<Tas
 TaskId RankProgram::compute(TaskRole role, int32_t op, std::span<const TaskId> deps) {
   Task task = labeled(TaskKind::kCompute, Stream::kCompute, role);
   task.op = op;
-  last_compute_ = append(task, deps);
+  if (blocked_on_.empty()) {
+    last_compute_ = append(task, deps);
+  } else {
+    blocked_on_.insert(blocked_on_.end(), deps.begin(), deps.end());
+    const std::vector<TaskId> all = std::move(blocked_on_);
+    blocked_on_.clear();
+    last_compute_ = append(task, all);
+  }
   return last_compute_;
 }
 
@@ -52,6 +59,16 @@ TaskId RankProgram::collective(TaskRole role, Stream stream, CollectiveKind kind
   task.collective = kind;
   task.group = group;
   task.bytes = bytes;
+  return append(task, deps);
+}
+
+TaskId RankProgram::bucket_collective(TaskRole role, CollectiveKind kind, int32_t group,
+                                      int64_t bytes, int16_t bucket, std::span<const TaskId> deps) {
+  Task task = labeled(TaskKind::kCollective, Stream::kDpComm, role);
+  task.collective = kind;
+  task.group = group;
+  task.bytes = bytes;
+  task.bucket = bucket;
   return append(task, deps);
 }
 

@@ -38,6 +38,12 @@ class RankProgram {
                     std::initializer_list<TaskId> deps = {});
   TaskId collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group, int64_t bytes,
                     std::span<const TaskId> deps);
+  // A data-parallel collective of a parameter bucket (graph().buckets()), on the dp-comm stream.
+  TaskId bucket_collective(TaskRole role, CollectiveKind kind, int32_t group, int64_t bytes,
+                           int16_t bucket, std::span<const TaskId> deps);
+  // The next compute task also waits for `task` (communication the framework does not overlap:
+  // the compute stream blocks on it).
+  void block_next_compute_on(TaskId task) { blocked_on_.push_back(task); }
   TaskId send(TaskRole role, int32_t peer, int32_t tag, int64_t bytes,
               std::initializer_list<TaskId> deps = {}) {
     return p2p(P2pKind::kSend, role, peer, tag, bytes, deps);
@@ -70,6 +76,7 @@ class RankProgram {
   int32_t micro_batch_ = -1;
   int16_t chunk_ = 0;
   std::vector<TaskId> scratch_;
+  std::vector<TaskId> blocked_on_;
   TaskId last_compute_ = kNoTask;
 };
 

@@ -1,7 +1,12 @@
 // Data-parallel communication and the optimizer step: ZeRO stages 0-3 (Rajbhandari et al. 2020)
-// as Megatron-LM's distributed optimizer and DeepSpeed run them.
+// as Megatron-LM's distributed optimizer, DeepSpeed, FSDP2 and PyTorch DDP run them, by gradient
+// bucket (Megatron-Core's DistributedDataParallel and its _ParamAndGradBuffer).
 
+#include <algorithm>
+
+#include "plan/framework.hpp"
 #include "plan/lowering_context.hpp"
+#include "plan/memory_plan.hpp"
 
 namespace strata {
 
@@ -11,7 +16,84 @@ bool gathers_parameters(const LoweringContext& ctx) {
   return ctx.plan.zero_stage == 3 && ctx.plan.dp > 1;
 }
 
+// ZeRO 1 and 2 all-gather each bucket's updated parameters (16-bit) after the optimizer step.
+bool gathers_updated_parameters(const LoweringContext& ctx) {
+  return (ctx.plan.zero_stage == 1 || ctx.plan.zero_stage == 2) && ctx.plan.dp > 1;
+}
+
+const ParamBucket& bucket_of(const RankState& state, const RankBucket& bucket) {
+  return state.program.graph().bucket(bucket.index);
+}
+
+bool contains(const ParamBucket& bucket, ParamBlock block) {
+  switch (block.kind) {
+    case ParamBlock::kEmbedding:
+      return bucket.embedding;
+    case ParamBlock::kHead:
+      return bucket.head;
+    case ParamBlock::kLayer:
+      return block.layer >= bucket.first_layer && block.layer < bucket.first_layer + bucket.layers;
+  }
+  return false;
+}
+
+// The block whose backward completes the bucket: the last in backward order (head, layers from
+// the last down, embedding).
+bool completes(const ParamBucket& bucket, ParamBlock block) {
+  if (bucket.embedding) return block.kind == ParamBlock::kEmbedding;
+  if (bucket.layers > 0)
+    return block.kind == ParamBlock::kLayer && block.layer == bucket.first_layer;
+  return block.kind == ParamBlock::kHead;
+}
+
+// The block whose forward comes first in the bucket (embedding, layers upward, head).
+bool opens(const ParamBucket& bucket, ParamBlock block) {
+  if (bucket.embedding) return block.kind == ParamBlock::kEmbedding;
+  if (bucket.layers > 0)
+    return block.kind == ParamBlock::kLayer && block.layer == bucket.first_layer;
+  return block.kind == ParamBlock::kHead;
+}
+
+int64_t gathered_bytes(const LoweringContext& ctx, const RankBucket& bucket) {
+  return bucket.parameters * bytes_per_element(ctx.plan.dtype);
+}
+
 }  // namespace
+
+std::vector<RankBucket> chunk_buckets(const LoweringContext& ctx, TaskGraph& graph, int64_t stage,
+                                      int64_t chunk) {
+  const int64_t limit = gradient_bucket_parameters(ctx.plan);
+  std::vector<RankBucket> buckets;
+  ParamBucket open;
+  int64_t parameters = 0;
+  const auto close = [&] {
+    if (parameters == 0) return;
+    buckets.push_back({graph.add_bucket(open), parameters});
+    open = ParamBucket{};
+    parameters = 0;
+  };
+  const auto add = [&](int64_t block_parameters) {
+    parameters += block_parameters;
+    if (parameters >= limit) close();
+  };
+  // Backward order: the head, the layers from the last down, the embedding.
+  if (ctx.last_virtual_stage(stage, chunk)) {
+    open.head = true;
+    add(ctx.sizes.head);
+  }
+  const int64_t first = ctx.first_layer(stage, chunk);
+  for (int64_t layer = first + ctx.chunk_layers(stage) - 1; layer >= first; --layer) {
+    open.first_layer = static_cast<int32_t>(layer);
+    ++open.layers;
+    add(ctx.sizes.layer);
+  }
+  if (ctx.first_virtual_stage(stage, chunk)) {
+    open.embedding = true;
+    add(ctx.sizes.embedding);
+  }
+  close();
+  return buckets;
+}
 
 TaskId gather_params(const LoweringContext& ctx, RankState& state, int64_t bytes) {
   if (!gathers_parameters(ctx)) return kNoTask;
@@ -28,22 +110,63 @@ void release_params(const LoweringContext& ctx, RankState& state, int64_t bytes,
       state.program.release(Stream::kCompute, BufferClass::kGatheredParams, bytes, {after});
 }
 
-// ZeRO 0 all-reduces and ZeRO 1 reduce-scatters each block once, after its last micro-batch;
-// ZeRO 2 and 3 keep only a gradient shard, so they reduce-scatter after every micro-batch.
-void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t bytes, bool last_pass,
-                    TaskId after) {
-  if (ctx.plan.dp == 1 || bytes == 0) return;
+// ZeRO 0 all-reduces and ZeRO 1 reduce-scatters each bucket once, after its last micro-batch;
+// ZeRO 2 and 3 keep only a gradient shard, so they reduce-scatter after every micro-batch. A
+// bucket is reduced once the backward of its last block (in backward order) ran, in the
+// gradients' dtype; without --overlap-grad-reduce the compute stream waits for it.
+void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t chunk, ParamBlock block,
+                    bool last_pass, TaskId after) {
+  if (ctx.plan.dp == 1) return;
   const int64_t zero = ctx.plan.zero_stage;
   if (zero < 2 && !last_pass) return;
-  const CollectiveKind kind =
-      zero == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
-  state.grad_syncs.push_back(state.program.collective(TaskRole::kGradSync, Stream::kDpComm, kind,
-                                                      state.groups.dp, bytes, {after}));
+  for (const RankBucket& bucket : state.buckets[static_cast<size_t>(chunk)]) {
+    const ParamBucket& blocks = bucket_of(state, bucket);
+    if (!contains(blocks, block)) continue;
+    if (!completes(blocks, block)) return;
+    const CollectiveKind kind =
+        zero == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
+    const int64_t grad_bytes = state_bytes_per_parameter(ctx.plan.dtype, ctx.plan.precision).grads;
+    const TaskId reduce = state.program.bucket_collective(
+        TaskRole::kGradSync, kind, state.groups.dp, bucket.parameters * grad_bytes, bucket.index,
+        std::initializer_list<TaskId>{after});
+    state.grad_syncs.push_back(reduce);
+    if (!ctx.plan.overlap.grad_reduce) state.program.block_next_compute_on(reduce);
+    return;
+  }
+}
+
+TaskId await_param_gather(const LoweringContext& ctx, RankState& state, int64_t chunk,
+                          ParamBlock block, int64_t micro_batch) {
+  if (!ctx.plan.overlap.param_gather || !gathers_updated_parameters(ctx) || micro_batch != 0) {
+    return kNoTask;
+  }
+  const std::vector<RankBucket>& buckets = state.buckets[static_cast<size_t>(chunk)];
+  std::vector<TaskId>& gathers = state.param_gathers[static_cast<size_t>(chunk)];
+  // Forward order is the reverse of the buckets' backward order.
+  const auto dispatch = [&](size_t forward_index) {
+    if (forward_index >= buckets.size() || forward_index < gathers.size()) return;
+    const RankBucket& bucket = buckets[buckets.size() - 1 - forward_index];
+    gathers.push_back(state.program.bucket_collective(
+        TaskRole::kParamGather, CollectiveKind::kAllGather, state.groups.dp,
+        gathered_bytes(ctx, bucket), bucket.index,
+        std::initializer_list<TaskId>{state.program.last_compute()}));
+  };
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const ParamBucket& blocks = bucket_of(state, buckets[buckets.size() - 1 - i]);
+    if (!contains(blocks, block) || !opens(blocks, block)) continue;
+    // The bucket's forward pre-hook waits for its gather (dispatching it if the previous
+    // bucket's hook has not) and dispatches the next bucket's.
+    dispatch(i);
+    dispatch(i + 1);
+    return gathers[i];
+  }
+  return kNoTask;
 }
 
 void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId embedding_grads) {
   RankProgram& p = state.program;
-  const int64_t e = bytes_per_element(ctx.plan.dtype);
+  // Gradients are summed in their own dtype (fp32 main gradients under Megatron's bf16).
+  const int64_t e = state_bytes_per_parameter(ctx.plan.dtype, ctx.plan.precision).grads;
   p.label(Phase::kOptimizer, -1, -1, 0);
   // The first and last stage each hold a copy of a tied embedding; their gradients are summed
   // (Megatron-LM's embedding group).
@@ -79,22 +202,19 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
   const TaskId step = ready != kNoTask
                           ? p.compute(TaskRole::kOptimizer, optimizer_op, {ready})
                           : p.compute(TaskRole::kOptimizer, optimizer_op, state.grad_syncs);
-  // ZeRO 1 and 2: each rank updated its shard; gather the updated parameters, one block per
-  // layer and one for the embedding or head.
-  if ((ctx.plan.zero_stage == 1 || ctx.plan.zero_stage == 2) && ctx.plan.dp > 1) {
-    for (int64_t chunk = 0; chunk < ctx.plan.vpp; ++chunk) {
-      const int64_t first = ctx.first_layer(state.stage, chunk);
-      for (int64_t layer = first; layer < first + ctx.chunk_layers(state.stage); ++layer) {
-        p.set_layer(static_cast<int32_t>(layer));
-        p.collective(TaskRole::kParamGather, Stream::kDpComm, CollectiveKind::kAllGather,
-                     state.groups.dp, ctx.layer_param_bytes, {step});
+  // ZeRO 1 and 2: each rank updated its shard; gather the updated parameters bucket by bucket,
+  // after the step unless --overlap-param-gather moved them into the next step's forward.
+  if (gathers_updated_parameters(ctx) && !ctx.plan.overlap.param_gather) {
+    for (const std::vector<RankBucket>& buckets : state.buckets) {
+      for (auto bucket = buckets.rbegin(); bucket != buckets.rend(); ++bucket) {
+        const ParamBucket& blocks = bucket_of(state, *bucket);
+        p.set_layer(blocks.layers > 0 ? blocks.first_layer : -1);
+        p.bucket_collective(TaskRole::kParamGather, CollectiveKind::kAllGather, state.groups.dp,
+                            gathered_bytes(ctx, *bucket), bucket->index,
+                            std::initializer_list<TaskId>{step});
       }
     }
     p.set_layer(-1);
-    const int64_t edge_bytes = (state.stage == 0 ? ctx.embedding_param_bytes : 0) +
-                               (state.stage == ctx.plan.pp - 1 ? ctx.head_param_bytes : 0);
-    p.collective(TaskRole::kParamGather, Stream::kDpComm, CollectiveKind::kAllGather,
-                 state.groups.dp, edge_bytes, {step});
   }
 }
 

@@ -49,6 +49,16 @@ int32_t TaskGraph::add_group(GroupKind kind, std::vector<int32_t> ranks) {
   return index;
 }
 
+int16_t TaskGraph::add_bucket(const ParamBucket& bucket) {
+  if (const auto found = bucket_index_.find(bucket); found != bucket_index_.end())
+    return found->second;
+  STRATA_ASSERT(buckets_.size() < 32767, "a graph holds fewer than 32767 distinct buckets");
+  const auto index = static_cast<int16_t>(buckets_.size());
+  buckets_.push_back(bucket);
+  bucket_index_.emplace(bucket, index);
+  return index;
+}
+
 std::span<const TaskId> TaskGraph::deps(TaskId id) const {
   const Task& t = task(id);
   return {deps_.data() + t.first_dep, t.dep_count};

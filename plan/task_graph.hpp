@@ -11,7 +11,9 @@
 // A task is one of:
 //  - compute: an OpShape (op kind, per-rank dims, dtype, FLOPs, bytes) from ops();
 //  - collective: all-reduce / reduce-scatter / all-gather / ... over groups()[group]; `bytes` is
-//    the size of the full (unsharded) buffer on each rank, as nccl-tests counts "size";
+//    the size of the full (unsharded) buffer on each rank, as nccl-tests counts "size"; a
+//    data-parallel gradient reduction or parameter all-gather names the parameter blocks it
+//    covers by `bucket` (into buckets());
 //  - p2p: a send to or recv from `peer`, `bytes` long, matched by `tag`;
 //  - memory: allocation or release of `bytes` of a buffer class, so memory over time is known.
 // Labels (phase, role, layer, micro-batch, chunk) name the task in traces and let the executor
@@ -107,6 +109,7 @@ struct Task {
   Phase phase = Phase::kForward;
   TaskRole role = TaskRole::kNorm1;
   int16_t chunk = 0;
+  int16_t bucket = -1;       // a DP gradient reduction or parameter all-gather: into buckets()
   int32_t layer = -1;        // global transformer layer, -1 when not a layer's task
   int32_t micro_batch = -1;  // -1 for once-per-step tasks
   uint32_t first_dep = 0;    // into TaskGraph::deps()
@@ -120,6 +123,20 @@ struct Task {
   MemoryAction memory = MemoryAction::kAlloc;
   BufferClass buffer = BufferClass::kActivations;
   int64_t bytes = 0;  // collective, p2p and memory size
+};
+
+// The parameter blocks of one data-parallel bucket, which one gradient reduction or parameter
+// all-gather covers (Megatron-Core's DDP buckets, DeepSpeed's reduce buckets, PyTorch DDP's
+// buckets): `layers` transformer layers from `first_layer`, and the first stage's embedding or
+// the last stage's head when they belong to it. Interned per graph: the ranks of a stage share
+// theirs.
+struct ParamBucket {
+  int32_t first_layer = 0;
+  int32_t layers = 0;
+  bool embedding = false;
+  bool head = false;
+
+  auto operator<=>(const ParamBucket&) const = default;
 };
 
 struct CommGroup {
@@ -145,6 +162,8 @@ class TaskGraph {
   int32_t add_op(const OpShape& op);
   // Returns the index of the group with these members, adding it once.
   int32_t add_group(GroupKind kind, std::vector<int32_t> ranks);
+  // Returns the index of this bucket, adding it once.
+  int16_t add_bucket(const ParamBucket& bucket);
   void add_rank(GraphRank rank) { ranks_.push_back(rank); }
 
   int64_t size() const { return static_cast<int64_t>(tasks_.size()); }
@@ -155,6 +174,8 @@ class TaskGraph {
   const std::vector<OpShape>& ops() const { return ops_; }
   const CommGroup& group(int32_t index) const { return groups_[static_cast<size_t>(index)]; }
   const std::vector<CommGroup>& groups() const { return groups_; }
+  const ParamBucket& bucket(int16_t index) const { return buckets_[static_cast<size_t>(index)]; }
+  const std::vector<ParamBucket>& buckets() const { return buckets_; }
   const std::vector<GraphRank>& ranks() const { return ranks_; }
 
   GraphMode mode() const { return mode_; }
@@ -177,6 +198,8 @@ class TaskGraph {
   std::vector<OpShape> ops_;
   std::vector<CommGroup> groups_;
   std::map<std::pair<GroupKind, std::vector<int32_t>>, int32_t> group_index_;
+  std::vector<ParamBucket> buckets_;
+  std::map<ParamBucket, int16_t> bucket_index_;
   std::vector<GraphRank> ranks_;
 };
 

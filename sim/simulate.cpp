@@ -86,17 +86,17 @@ class GraphMapper {
     for (TaskId id = 0; id < graph_.size(); ++id) {
       const Task& task = graph_.task(id);
       deps.clear();
-      for (const TaskId dep : graph_.deps(id)) deps.push_back(finish_[static_cast<size_t>(dep)]);
+      // The CPU executor's sends are buffered: its thread goes on once the message is copied
+      // out, without waiting for the receiver.
+      const auto after = [&](TaskId dep) {
+        const Task& before = graph_.task(dep);
+        const bool buffered_send =
+            host_program_order && before.kind == TaskKind::kP2p && before.p2p == P2pKind::kSend;
+        return buffered_send ? start_[static_cast<size_t>(dep)] : finish_[static_cast<size_t>(dep)];
+      };
+      for (const TaskId dep : graph_.deps(id)) deps.push_back(after(dep));
       const TaskId before = previous[static_cast<size_t>(id)];
-      if (before >= 0) {
-        // The CPU executor's sends are buffered: its thread goes on once the message is copied
-        // out, without waiting for the receiver.
-        const bool buffered_send = host_program_order &&
-                                   graph_.task(before).kind == TaskKind::kP2p &&
-                                   graph_.task(before).p2p == P2pKind::kSend;
-        deps.push_back(buffered_send ? start_[static_cast<size_t>(before)]
-                                     : finish_[static_cast<size_t>(before)]);
-      }
+      if (before >= 0) deps.push_back(after(before));
       switch (task.kind) {
         case TaskKind::kCompute:
           add_single(id, engine_.add(compute_spec(task), deps));

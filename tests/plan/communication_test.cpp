@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "plan/framework.hpp"
 #include "tests/plan/plan_fixtures.hpp"
 #include "tests/reference_csv.hpp"
 
@@ -24,7 +25,8 @@ int64_t dp_volume_bytes(const TaskGraph& graph) {
 // ZeRO paper Sec. 7 (stated_facts.csv, "communication volume"): 2 Psi per step for plain DP,
 // Pos and Pos+g (a reduce-scatter of gradients and an all-gather of parameters), 3 Psi for
 // Pos+g+p (parameters gathered for the forward and again for the backward), with one
-// micro-batch per step.
+// micro-batch per step. The paper's gradients are 16-bit, as DeepSpeed's; Megatron-LM reduces
+// fp32 main gradients under bf16, so its reduce-scatter moves twice the bytes.
 TEST_CASE("data-parallel volume per step is 2 Psi, or 3 Psi with ZeRO-3",
           "[communication][reference]") {
   bool stated = false;
@@ -39,7 +41,7 @@ TEST_CASE("data-parallel volume per step is 2 Psi, or 3 Psi with ZeRO-3",
   const int64_t psi_bytes = 2 * count_parameters(model).total;  // 16-bit gradients/parameters
   for (const int64_t zero : {0, 1, 2, 3}) {
     INFO("zero " << zero);
-    ParallelPlan plan = test::make_plan(4, 1, 1, 1, 4, 128);
+    ParallelPlan plan = apply_framework(test::make_plan(4, 1, 1, 1, 4, 128), Framework::kDeepSpeed);
     plan.zero_stage = zero;
     const CompiledPlan compiled = test::compile_checked(model, plan);
     REQUIRE(compiled.validation.ok());
@@ -49,6 +51,9 @@ TEST_CASE("data-parallel volume per step is 2 Psi, or 3 Psi with ZeRO-3",
     CHECK(dp_volume_bytes(compiled.graph) ==
           (zero == 3 ? 3 * psi_bytes + 2 * table_bytes : 2 * psi_bytes));
   }
+  ParallelPlan megatron = test::make_plan(4, 1, 1, 1, 4, 128);
+  megatron.zero_stage = 1;
+  CHECK(dp_volume_bytes(test::compile_checked(model, megatron).graph) == psi_bytes * 2 + psi_bytes);
 }
 
 // Megatron-LM (Narayanan et al. 2021, Sec. 3.3 / Shoeybi et al. 2019): tensor parallelism costs

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/model_reader.hpp"
+#include "plan/framework.hpp"
 #include "plan/parallel_plan.hpp"
 #include "tests/reference_csv.hpp"
 
@@ -43,8 +44,8 @@ inline std::vector<KorthikantiCase> korthikanti_cases() {
     c.model.ffn_hidden = 4 * c.model.hidden;
     c.model.vocab = std::stoll(row.at("vocab_size"));
     c.model.max_seq = std::stoll(row.at("seq_len"));
-    ParallelPlan plan;
-    plan.attention = AttentionKind::kUnfused;  // Megatron-LM in 2022 materialized the scores
+    // Megatron-LM as it ran in 2022: unfused attention, no communication overlap.
+    ParallelPlan plan = apply_framework(ParallelPlan{}, Framework::kMegatron2022);
     plan.tp = std::stoll(row.at("tp"));
     plan.pp = std::stoll(row.at("pp"));
     plan.dp = std::stoll(row.at("dp"));

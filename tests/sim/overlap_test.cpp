@@ -1,0 +1,171 @@
+// Communication overlap as the framework flags make it (plan/framework.hpp), simulated on a
+// two-GPU node with one link of kB bytes/s whose ring collectives take the closed-form time of
+// tests/sim/network_timing_test.cpp: an all-reduce of S bytes over two GPUs, 2a + S/B (a the
+// route's latency), an all-gather of S bytes a + S/(2B).
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "plan/framework.hpp"
+#include "plan/shard_sizes.hpp"
+#include "sim/simulate.hpp"
+#include "tests/sim/sim_fixtures.hpp"
+#include "topologies/topology.hpp"
+
+namespace strata {
+namespace {
+
+constexpr double kB = 100e9;
+
+ClusterSpec two_gpu_node() {
+  ClusterSpec cluster = load_cluster("dgx-a100");
+  cluster.gpus_per_node = 2;
+  cluster.nvlink = {kB / 1e9, 500};
+  ProtocolTuning simple;
+  simple.bw_efficiency = 1.0;
+  cluster.collectives.nvlink.protocols = {simple};
+  cluster.collectives.nvls.protocols.clear();
+  return cluster;
+}
+
+double route_latency_s(const ClusterSpec& cluster) {
+  return static_cast<double>(Topology(cluster, 2).route(0, 1).latency_ns) / 1e9;
+}
+
+// Four layers of hidden 1024 over 16k tokens per micro-batch: a layer's backward (tens of ms)
+// outlasts the reduction of two layers' fp32 gradients (about 1 ms at kB).
+ModelSpec four_layers() { return test::small_model(4, 1024, 8, 64, 2048); }
+
+ParallelPlan data_parallel(int64_t zero) {
+  ParallelPlan plan = test::make_plan(2, 1, 1, 8, 16, 2048);
+  plan.zero_stage = zero;
+  return plan;
+}
+
+SimResult simulate_on(const ClusterSpec& cluster, const ModelSpec& model,
+                      const ParallelPlan& plan) {
+  validate_plan(plan, model, std::nullopt, "test");
+  SimOptions options;
+  options.calibration = test::no_launch_overhead(cluster.device);
+  return simulate(compile_plan(model, cluster, plan, GraphMode::kFolded), options);
+}
+
+// Megatron-Core with --overlap-grad-reduce and a bucket of two layers and one parameter (a bucket
+// closes once it holds at least that many): the buckets, in backward order, are {final norm,
+// layer 3, layer 2} and {layer 1, layer 0, embedding}. The first is
+// reduced while the backward of layers 1 and 0 runs; the second only after the embedding's
+// backward, and the optimizer waits for it: the exposed data-parallel time is that last
+// bucket's all-reduce, 2a + S/B with S its fp32 gradients. Without the flag Megatron reduces one
+// bucket of every gradient after the backward: 2a + S_all/B.
+TEST_CASE("gradient-reduce overlap leaves the last bucket's reduction exposed", "[sim][overlap]") {
+  const ClusterSpec cluster = two_gpu_node();
+  const ModelSpec model = four_layers();
+  const ShardSizes sizes = shard_sizes(model, data_parallel(0));
+  const double a = route_latency_s(cluster);
+
+  ParallelPlan overlapped = data_parallel(0);
+  overlapped.overlap.grad_reduce = true;
+  overlapped.bucket_size = 2 * sizes.layer + 1;
+  const SimResult with = simulate_on(cluster, model, overlapped);
+  const double last_bucket = 4.0 * static_cast<double>(2 * sizes.layer + sizes.embedding);
+  INFO(fmt::format("exposed dp {} s, last bucket 2a + S/B = {} s", with.exposed_comm_s.dp,
+                   2 * a + last_bucket / kB));
+  CHECK(with.exposed_comm_s.dp == Approx(2 * a + last_bucket / kB).epsilon(0.01));
+  // Both buckets were reduced: the first one's time is hidden behind the backward.
+  CHECK(with.comm_s.dp == Approx(4 * a + (4.0 * count_parameters(model).total) / kB).epsilon(0.01));
+
+  const SimResult without = simulate_on(cluster, model, data_parallel(0));
+  const double everything = 4.0 * static_cast<double>(count_parameters(model).total);
+  CHECK(without.exposed_comm_s.dp == Approx(2 * a + everything / kB).epsilon(0.01));
+  CHECK(with.step_time_s < without.step_time_s);
+}
+
+// The distributed optimizer (ZeRO 1) all-gathers the updated 16-bit parameters, bucket by
+// bucket: after the optimizer step without --overlap-param-gather, so the step ends with them
+// exposed; with it, at the start of the next step's forward, where only the first bucket's
+// gather is exposed (the second is dispatched by the first bucket's forward pre-hook and runs
+// beside its forward), and the step ends with the optimizer.
+TEST_CASE("parameter-gather overlap moves the gathers into the forward", "[sim][overlap]") {
+  const ClusterSpec cluster = two_gpu_node();
+  const ModelSpec model = four_layers();
+  const ShardSizes sizes = shard_sizes(model, data_parallel(1));
+  const double a = route_latency_s(cluster);
+  ParallelPlan plan = data_parallel(1);
+  plan.overlap.grad_reduce = true;
+  plan.bucket_size = 2 * sizes.layer + 1;
+  const SimResult after_step = simulate_on(cluster, model, plan);
+  plan.overlap.param_gather = true;
+  const SimResult in_forward = simulate_on(cluster, model, plan);
+
+  // The reduce-scatter of the last bucket (a + S/(2B) with S in fp32) is exposed in both.
+  const double last_bucket = static_cast<double>(2 * sizes.layer + sizes.embedding);
+  const double reduce_scatter = a + 4.0 * last_bucket / (2 * kB);
+  // All-gathers of 16-bit parameters: the first bucket in forward order is the last in backward.
+  const double first_gather = a + 2.0 * last_bucket / (2 * kB);
+  const double second_gather =
+      a + 2.0 * static_cast<double>(2 * sizes.layer + sizes.head) / (2 * kB);
+  INFO(fmt::format("exposed dp: after the step {} s, in the forward {} s",
+                   after_step.exposed_comm_s.dp, in_forward.exposed_comm_s.dp));
+  // The gradient norm's 4-byte all-reduce (over the world under ZeRO 1) adds its latency 2a.
+  CHECK(after_step.exposed_comm_s.dp ==
+        Approx(reduce_scatter + 2 * a + first_gather + second_gather).epsilon(0.01));
+  CHECK(in_forward.exposed_comm_s.dp ==
+        Approx(reduce_scatter + 2 * a + first_gather).epsilon(0.01));
+  TimeNs end = 0, optimizer_end = 0;
+  const CompiledPlan compiled = compile_plan(model, cluster, plan, GraphMode::kFolded);
+  for (TaskId id = 0; id < compiled.graph.size(); ++id) {
+    const TaskTiming& t = in_forward.tasks[static_cast<size_t>(id)];
+    end = std::max(end, t.finish_ns);
+    if (compiled.graph.task(id).role == TaskRole::kOptimizer) optimizer_end = t.finish_ns;
+  }
+  CHECK(end == optimizer_end);
+}
+
+// Megatron-LM's 1F1B schedule sends pipeline messages in blocking calls the compute waits for;
+// the interleaved schedule does not wait for sends, and with --overlap-p2p-communication posts
+// its receives ahead on their own stream instead of when the schedule reaches them.
+TEST_CASE("pipeline sends block the compute unless the interleaved schedule overlaps them",
+          "[plan][overlap]") {
+  const ModelSpec model = test::small_model(8, 256, 8, 64, 128);
+  const auto sends_waited_for = [&](const ParallelPlan& plan) {
+    const CompiledPlan compiled = test::compile_checked(model, plan);
+    int64_t sends = 0, waited = 0;
+    std::vector<bool> is_send(static_cast<size_t>(compiled.graph.size()), false);
+    for (TaskId id = 0; id < compiled.graph.size(); ++id) {
+      const Task& t = compiled.graph.task(id);
+      if (t.kind == TaskKind::kP2p && t.p2p == P2pKind::kSend) {
+        is_send[static_cast<size_t>(id)] = true;
+        ++sends;
+      }
+      if (t.kind != TaskKind::kCompute) continue;
+      for (const TaskId dep : compiled.graph.deps(id)) waited += is_send[static_cast<size_t>(dep)];
+    }
+    REQUIRE(sends > 0);
+    return std::pair{sends, waited};
+  };
+  ParallelPlan plan = test::make_plan(1, 1, 2, 1, 4, 128);
+  const auto [sends, waited] = sends_waited_for(plan);  // 1F1B: blocking, whatever the flag
+  // Every send is followed by a compute that waits for it (the optimizer after the last).
+  CHECK(waited == sends);
+  plan.schedule = ScheduleKind::kInterleaved;
+  plan.vpp = 2;
+  CHECK(sends_waited_for(plan).second == 0);
+  const auto receive_buffers_on = [&](const ParallelPlan& p, Stream stream) {
+    const CompiledPlan compiled = test::compile_checked(model, p);
+    int64_t count = 0;
+    for (const Task& t : compiled.graph.tasks()) {
+      count += t.kind == TaskKind::kMemory && t.memory == MemoryAction::kAlloc &&
+               t.buffer == BufferClass::kPipelineBuffer && t.stream == stream;
+    }
+    return count;
+  };
+  CHECK(receive_buffers_on(plan, Stream::kPpRecv) > 0);
+  plan.overlap.p2p = false;
+  CHECK(receive_buffers_on(plan, Stream::kPpRecv) == 0);
+}
+
+}  // namespace
+}  // namespace strata
