@@ -50,6 +50,12 @@ void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
   if (model.dropout) refuse("dropout", "the CPU executor has no dropout kernel");
   if (!model.qkv_bias || !model.linear_bias)
     refuse("linear_bias", "the CPU executor runs GPT-2's biased projections only");
+  if (plan.overlap.tp_comm) {
+    throw InputError(where, "tp_comm_overlap (--tp-comm-overlap)",
+                     "the CPU executor runs each product whole: the TP overlap splits them into "
+                     "chunks for concurrent GPU streams, which the CPU backend does not have",
+                     "drop --tp-comm-overlap (it changes timing, not the result)");
+  }
   if (plan.seq_len > model.max_seq) {
     throw InputError("command line", "seq_len (--seq-len)",
                      fmt::format("{} is longer than the model's {} learned positions", plan.seq_len,

@@ -2,6 +2,8 @@
 // sequence parallelism; Shoeybi et al. 2019 Fig. 3, Korthikanti et al. 2022 Fig. 5), and the
 // memory tasks of what the layer stores for its backward.
 
+#include <vector>
+
 #include "plan/lowering_context.hpp"
 
 namespace strata {
@@ -26,27 +28,69 @@ TaskId sequence_gather(const LoweringContext& ctx, RankState& state, TaskRole ro
   return tp_collective(ctx, state, role, CollectiveKind::kAllGather, ctx.tp_message_bytes, dep);
 }
 
+// One tensor-parallel product with the TP communication around it: the sequence-parallel
+// all-gather of its input (`gather_in`) and the reduction of its output (`reduce_out`). Returns
+// the task the next op waits for.
+//
+// With --tp-comm-overlap (Transformer Engine's userbuffers, Megatron-LM's tp_comm_overlap) the
+// product runs as t chunks of s b / t rows and the collective as t - 1 ring-exchange steps of one
+// chunk each on the tp-comm stream: gathering, chunk 0 is the rank's own and chunk k waits only
+// for exchange step k, which started with the input; reducing, step k carries the partial sum of
+// chunk k - 1 while chunk k computes, and the next op waits for the last step. Only what a chunk's
+// GEMM does not cover is exposed, and the chunks pay the smaller GEMMs' efficiency and the compute
+// slowdown of the transfers beside them (the engine's comm_slowdown).
+TaskId tp_gemm(const LoweringContext& ctx, RankState& state, TaskRole role, const OpPair& whole,
+               const OpPair& chunk, Direction direction, TaskId input, bool gather_in,
+               bool reduce_out) {
+  RankProgram& p = state.program;
+  const bool forward = direction == Direction::kForward;
+  const CollectiveKind reduce = row_parallel_reduction(ctx.plan);
+  if (!ctx.plan.overlap.tp_comm) {
+    const TaskId in = gather_in ? sequence_gather(ctx, state, role, input) : input;
+    const TaskId gemm = p.compute(role, forward ? whole.forward : whole.backward, {in});
+    return reduce_out ? tp_collective(ctx, state, role, reduce, ctx.tp_message_bytes, gemm) : gemm;
+  }
+  const int64_t chunks = ctx.plan.tp;
+  const int64_t chunk_bytes = ctx.tp_message_bytes / chunks;
+  const int32_t chunk_op = forward ? chunk.forward : chunk.backward;
+  const auto exchange = [&](TaskId after) {
+    return p.collective(role, Stream::kTpComm, CollectiveKind::kRingExchange, state.groups.tp,
+                        chunk_bytes, {after});
+  };
+  // The gathering exchanges start with the input, one after another; the reducing ones follow
+  // each chunk's GEMM, behind them on the stream.
+  std::vector<TaskId> arrived(static_cast<size_t>(chunks), input);
+  if (gather_in) {
+    for (int64_t k = 1; k < chunks; ++k)
+      arrived[static_cast<size_t>(k)] = exchange(k == 1 ? input : kNoTask);
+  }
+  TaskId gemm = kNoTask;
+  TaskId reduced = kNoTask;
+  for (int64_t k = 0; k < chunks; ++k) {
+    gemm = p.compute(role, chunk_op, {arrived[static_cast<size_t>(k)]});
+    if (reduce_out && k + 1 < chunks) reduced = exchange(gemm);
+  }
+  return reduce_out ? reduced : gemm;
+}
+
 // The forward ops alone, in the program's current phase (forward or recompute).
 TaskId layer_forward_ops(const LoweringContext& ctx, RankState& state, TaskId input,
                          TaskId params) {
   RankProgram& p = state.program;
   const OpTable& op = ctx.ops;
-  const int64_t msg = ctx.tp_message_bytes;
-  const CollectiveKind reduce = row_parallel_reduction(ctx.plan);
+  const auto fwd = Direction::kForward;
 
   const TaskId norm1 = p.compute(TaskRole::kNorm1, op.norm.forward, {input, params});
-  const TaskId qkv_in = sequence_gather(ctx, state, TaskRole::kQkv, norm1);
-  p.compute(TaskRole::kQkv, op.qkv.forward, {qkv_in});
+  tp_gemm(ctx, state, TaskRole::kQkv, op.qkv, op.qkv_chunk, fwd, norm1, true, false);
   p.compute(TaskRole::kAttention, op.attention.forward);
-  const TaskId attn_out = p.compute(TaskRole::kAttnOut, op.attn_out.forward);
-  const TaskId attn_reduced = tp_collective(ctx, state, TaskRole::kAttnOut, reduce, msg, attn_out);
+  const TaskId attn_reduced = tp_gemm(ctx, state, TaskRole::kAttnOut, op.attn_out,
+                                      op.attn_out_chunk, fwd, kNoTask, false, true);
   p.compute(TaskRole::kAttnResidual, op.residual.forward, {attn_reduced});
   const TaskId norm2 = p.compute(TaskRole::kNorm2, op.norm.forward);
-  const TaskId up_in = sequence_gather(ctx, state, TaskRole::kMlpUp, norm2);
-  p.compute(TaskRole::kMlpUp, op.mlp_up.forward, {up_in});
+  tp_gemm(ctx, state, TaskRole::kMlpUp, op.mlp_up, op.mlp_up_chunk, fwd, norm2, true, false);
   p.compute(TaskRole::kMlpAct, op.mlp_act.forward);
-  const TaskId down = p.compute(TaskRole::kMlpDown, op.mlp_down.forward);
-  const TaskId mlp_reduced = tp_collective(ctx, state, TaskRole::kMlpDown, reduce, msg, down);
+  const TaskId mlp_reduced = tp_gemm(ctx, state, TaskRole::kMlpDown, op.mlp_down, op.mlp_down_chunk,
+                                     fwd, kNoTask, false, true);
   return p.compute(TaskRole::kMlpResidual, op.residual.forward, {mlp_reduced});
 }
 
@@ -68,8 +112,6 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
                             TaskId grad, TaskId params) {
   RankProgram& p = state.program;
   const OpTable& op = ctx.ops;
-  const int64_t msg = ctx.tp_message_bytes;
-  const CollectiveKind reduce = row_parallel_reduction(ctx.plan);
   const RecomputeKind recompute = ctx.plan.recompute;
   p.set_layer(static_cast<int32_t>(layer));
 
@@ -80,19 +122,19 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
     layer_forward_ops(ctx, state, kNoTask, params);  // needs no gradient: may run before it arrives
     p.set_phase(Phase::kBackward);
   }
+  const auto bwd = Direction::kBackward;
   const TaskId mlp_residual =
       p.compute(TaskRole::kMlpResidual, op.residual.backward, {grad, params});
-  const TaskId down_grad_in = sequence_gather(ctx, state, TaskRole::kMlpDown, mlp_residual);
-  p.compute(TaskRole::kMlpDown, op.mlp_down.backward, {down_grad_in});
+  tp_gemm(ctx, state, TaskRole::kMlpDown, op.mlp_down, op.mlp_down_chunk, bwd, mlp_residual, true,
+          false);
   const TaskId act = p.compute(TaskRole::kMlpAct, op.mlp_act.backward);
   // Sequence parallel: gather norm2's output again for the MLP-up weight gradient.
-  const TaskId up_in = sequence_gather(ctx, state, TaskRole::kMlpUp, act);
-  const TaskId up = p.compute(TaskRole::kMlpUp, op.mlp_up.backward, {up_in});
-  const TaskId up_reduced = tp_collective(ctx, state, TaskRole::kMlpUp, reduce, msg, up);
+  const TaskId up_reduced =
+      tp_gemm(ctx, state, TaskRole::kMlpUp, op.mlp_up, op.mlp_up_chunk, bwd, act, true, true);
   p.compute(TaskRole::kNorm2, op.norm.backward, {up_reduced});
   const TaskId attn_residual = p.compute(TaskRole::kAttnResidual, op.residual.backward);
-  const TaskId out_grad_in = sequence_gather(ctx, state, TaskRole::kAttnOut, attn_residual);
-  p.compute(TaskRole::kAttnOut, op.attn_out.backward, {out_grad_in});
+  tp_gemm(ctx, state, TaskRole::kAttnOut, op.attn_out, op.attn_out_chunk, bwd, attn_residual, true,
+          false);
   const bool rebuild_scores = recomputes_attention_scores(ctx.plan);
   if (rebuild_scores) {
     // Rebuild the softmax and dropout outputs (5as^2b/t bytes) from the stored Q, K and V.
@@ -105,9 +147,8 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
   if (rebuild_scores) {
     p.release(Stream::kCompute, BufferClass::kAttentionScores, ctx.scores_bytes);
   }
-  const TaskId qkv_in = sequence_gather(ctx, state, TaskRole::kQkv, attention);
-  const TaskId qkv = p.compute(TaskRole::kQkv, op.qkv.backward, {qkv_in});
-  const TaskId qkv_reduced = tp_collective(ctx, state, TaskRole::kQkv, reduce, msg, qkv);
+  const TaskId qkv_reduced =
+      tp_gemm(ctx, state, TaskRole::kQkv, op.qkv, op.qkv_chunk, bwd, attention, true, true);
   const TaskId input_grad = p.compute(TaskRole::kNorm1, op.norm.backward, {qkv_reduced});
   if (recompute == RecomputeKind::kFull) {
     p.release(Stream::kCompute, BufferClass::kActivations, ctx.full_layer_bytes);

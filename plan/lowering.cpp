@@ -30,6 +30,12 @@ OpTable build_op_table(const ModelSpec& model, const ParallelPlan& plan, TaskGra
   ops.mlp_up = intern(graph, shapes.mlp_up);
   ops.mlp_act = intern(graph, shapes.mlp_act);
   ops.mlp_down = intern(graph, shapes.mlp_down);
+  if (plan.overlap.tp_comm) {
+    ops.qkv_chunk = intern(graph, shapes.qkv_chunk);
+    ops.attn_out_chunk = intern(graph, shapes.attn_out_chunk);
+    ops.mlp_up_chunk = intern(graph, shapes.mlp_up_chunk);
+    ops.mlp_down_chunk = intern(graph, shapes.mlp_down_chunk);
+  }
   ops.embedding = intern(graph, shapes.embedding);
   ops.final_norm = intern(graph, shapes.final_norm);
   ops.lm_head = intern(graph, shapes.lm_head);

@@ -20,8 +20,9 @@ struct OpPair {
 
 struct OpTable {
   OpPair norm, qkv, attention, attn_out, residual, mlp_up, mlp_act, mlp_down;  // a layer
-  OpPair embedding, final_norm, lm_head, loss;                                 // first, last stage
-  std::vector<int32_t> optimizer;                                              // per stage
+  OpPair qkv_chunk, attn_out_chunk, mlp_up_chunk, mlp_down_chunk;  // --tp-comm-overlap only
+  OpPair embedding, final_norm, lm_head, loss;                     // first, last stage
+  std::vector<int32_t> optimizer;                                  // per stage
 };
 
 struct LoweringContext {

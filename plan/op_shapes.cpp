@@ -1,5 +1,7 @@
 #include "plan/op_shapes.hpp"
 
+#include <algorithm>
+
 #include "plan/shard_sizes.hpp"
 
 namespace strata {
@@ -50,6 +52,14 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   ops.mlp_act = pair(elementwise_op(sb * f, act_flops, act_tensors, fwd, dt),
                      elementwise_op(sb * f, act_flops, act_tensors, bwd, dt));
   ops.mlp_down = pair(matmul_op(sb, h, f, fwd, dt), matmul_op(sb, h, f, bwd, dt));
+  const int64_t chunk = std::max<int64_t>(1, sb / t);
+  ops.qkv_chunk =
+      pair(matmul_op(chunk, qkv_cols, h, fwd, dt), matmul_op(chunk, qkv_cols, h, bwd, dt));
+  ops.attn_out_chunk =
+      pair(matmul_op(chunk, h, h / t, fwd, dt), matmul_op(chunk, h, h / t, bwd, dt));
+  ops.mlp_up_chunk =
+      pair(matmul_op(chunk, up_cols, h, fwd, dt), matmul_op(chunk, up_cols, h, bwd, dt));
+  ops.mlp_down_chunk = pair(matmul_op(chunk, h, f, fwd, dt), matmul_op(chunk, h, f, bwd, dt));
   ops.embedding = pair(embedding_op(sb, h, v, fwd, dt), embedding_op(sb, h, v, bwd, dt), t > 1);
   ops.final_norm = pair(norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt), replicated);
   ops.lm_head = pair(matmul_op(sb, v, h, fwd, dt), matmul_op(sb, v, h, bwd, dt));

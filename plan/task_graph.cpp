@@ -130,6 +130,8 @@ const char* to_string(CollectiveKind kind) {
       return "broadcast";
     case CollectiveKind::kAllToAll:
       return "all-to-all";
+    case CollectiveKind::kRingExchange:
+      return "ring-exchange";
   }
   return "?";
 }

@@ -44,7 +44,11 @@ enum class CollectiveKind : uint8_t {
   kReduceScatter,
   kAllGather,
   kBroadcast,
-  kAllToAll
+  kAllToAll,
+  // One step of a ring: every member sends `bytes` to the next member of the group and receives
+  // as much from the one before (Transformer Engine's userbuffers ring exchange, a collective
+  // permute); `bytes` is the message, not a buffer to be split.
+  kRingExchange,
 };
 enum class GroupKind : uint8_t {
   kTp,             // tensor-parallel peers (one node)

@@ -62,7 +62,8 @@ CollectivePlan plan_hierarchical(const Topology& topology, const CollectiveTunin
       break;
     case CollectiveKind::kBroadcast:
     case CollectiveKind::kAllToAll:
-      STRATA_ASSERT(false, "broadcast and all-to-all are not hierarchical");
+    case CollectiveKind::kRingExchange:
+      STRATA_ASSERT(false, "broadcast, all-to-all and ring exchange are not hierarchical");
   }
   return plan;
 }

@@ -7,7 +7,7 @@
 // all-reduce of S over n GPUs with link bandwidth B and hop latency a: latency 2(n-1)a, then
 // n flows of 2(n-1)S/n, each at B: 2(n-1)(a + S/(nB)).
 // A broadcast pipelines chunks down a chain from the root: n-1 hops of latency, then every
-// chain link carries S.
+// chain link carries S. A ring exchange is one step of a ring: every link carries S once.
 
 #include <algorithm>
 #include <utility>
@@ -62,6 +62,9 @@ CollectivePlan plan_ring(const Topology& topology, const FabricTuning& fabric, C
       // The chain starts at the root and keeps (node, local GPU) order after it.
       std::rotate(ring.begin(), std::find(ring.begin(), ring.end(), root_gpu), ring.end());
       plan.steps.push_back(ring_step(topology, {&ring, 1}, false, n - 1, size, protocol));
+      break;
+    case CollectiveKind::kRingExchange:
+      plan.steps.push_back(ring_step(topology, {&ring, 1}, true, 1, size, protocol));
       break;
     case CollectiveKind::kAllToAll:
       STRATA_ASSERT(false, "all-to-all is pairwise, not a ring");

@@ -83,7 +83,7 @@ bool hierarchical_applies(const Placement& placement) {
 }  // namespace
 
 // The choice, in the order NCCL's tuner would make it for these shapes:
-//  - all-to-all: pairwise; broadcast: a pipelined chain;
+//  - all-to-all: pairwise; broadcast: a pipelined chain; ring exchange: one ring step;
 //  - all-reduce in one node: NVLS when it applies, else a ring;
 //  - all-reduce across nodes: the double binary tree up to tree_max_bytes, then hierarchical
 //    rings when members share nodes evenly, else one ring;
@@ -103,6 +103,7 @@ CollectivePlan plan_collective(const Topology& topology, const CollectiveTuning&
     case CollectiveKind::kAllToAll:
       return collective_detail::plan_pairwise(topology, fabric, placement, bytes);
     case CollectiveKind::kBroadcast:
+    case CollectiveKind::kRingExchange:
       return collective_detail::plan_ring(topology, fabric, kind, placement, gpus.front(), bytes);
     case CollectiveKind::kAllReduce:
       if (!spans && nvls_applies(topology, tuning, bytes)) {
@@ -150,6 +151,7 @@ double busbw_factor(CollectiveKind kind, int64_t ranks) {
     case CollectiveKind::kAllToAll:  // nccl-tests alltoall_perf: (n-1)/n
       return (n - 1) / n;
     case CollectiveKind::kBroadcast:
+    case CollectiveKind::kRingExchange:
       return 1;
   }
   return 1;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "plan/memory_plan.hpp"
 #include "plan/op_shapes.hpp"
 #include "plan/rank_layout.hpp"
 #include "plan/shard_sizes.hpp"
@@ -47,12 +48,13 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
 
   // The layer's TP collectives on the compute chain (plan/layer_lowering.cpp): two row-parallel
   // reductions each way, and with sequence parallelism an all-gather before each column-parallel
-  // product (two forward, four backward).
+  // product (two forward, four backward). With --tp-comm-overlap they run beside the product's
+  // chunks and none is counted (the chunks, each less efficient than the whole product, are).
   const RankLayout layout(plan, cluster_.gpus_per_node);
   const int64_t element_bytes = bytes_per_element(plan.dtype);
   TimeNs reduce_ns = 0;
   TimeNs gather_ns = 0;
-  if (plan.tp > 1) {
+  if (plan.tp > 1 && !plan.overlap.tp_comm) {
     const std::vector<int64_t> tp_group = layout.tp_group(0);
     const int64_t message = element_bytes * plan.seq_len * plan.micro_batch * model_.hidden;
     reduce_ns = collective_ns(
@@ -77,23 +79,29 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
   const std::vector<int64_t> stage_layers = layers_per_stage(plan, model_);
   const int64_t micro_batches = plan.micro_batches();
 
-  // One layer's data-parallel collectives (plan/step_lowering.cpp), by ZeRO stage.
-  TimeNs layer_sync_ns = 0;    // gradient all-reduce (ZeRO 0) or reduce-scatter
-  TimeNs layer_gather_ns = 0;  // parameter all-gather
-  if (plan.dp > 1) {
-    const std::vector<int64_t> dp_group = layout.dp_group(0);
-    const int64_t layer_bytes = shard_sizes(model_, plan).layer * element_bytes;
-    layer_sync_ns = collective_ns(
+  // A stage's data-parallel collectives (plan/step_lowering.cpp), by ZeRO stage: gradient buckets
+  // and parameter all-gathers of its layers. Buckets of any size move the stage's bytes at least
+  // once, and one collective of them all takes no longer than several (it pays the latency once),
+  // so each is counted as one collective of the stage's layers; ZeRO 3's per-layer gathers as
+  // they are.
+  const int64_t layer_parameters = shard_sizes(model_, plan).layer;
+  const int64_t grad_bytes = state_bytes_per_parameter(plan.dtype, plan.precision).grads;
+  const auto stage_sync_ns = [&](int64_t layers) -> TimeNs {
+    if (plan.dp == 1) return 0;
+    return collective_ns(
         plan.zero_stage == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter,
-        dp_group, plan.gpus(), layer_bytes);
-    if (plan.zero_stage > 0)
-      layer_gather_ns =
-          collective_ns(CollectiveKind::kAllGather, dp_group, plan.gpus(), layer_bytes);
-  }
-  const int64_t syncs_per_layer = plan.zero_stage >= 2 ? plan.micro_batches() : 1;
-  const int64_t gathers_per_layer = plan.zero_stage == 3   ? 2 * plan.micro_batches()
-                                    : plan.zero_stage >= 1 ? 1
-                                                           : 0;
+        layout.dp_group(0), plan.gpus(), layers * layer_parameters * grad_bytes);
+  };
+  const auto param_gather_ns = [&](int64_t layers) -> TimeNs {
+    if (plan.dp == 1 || plan.zero_stage == 0) return 0;
+    return collective_ns(CollectiveKind::kAllGather, layout.dp_group(0), plan.gpus(),
+                         layers * layer_parameters * element_bytes);
+  };
+  const int64_t syncs_per_step = plan.zero_stage >= 2 ? plan.micro_batches() : 1;
+  // ZeRO 1 and 2 gather the updated parameters after the optimizer step, unless
+  // --overlap-param-gather moves them into the next forward.
+  const bool gathers_after_step =
+      (plan.zero_stage == 1 || plan.zero_stage == 2) && !plan.overlap.param_gather;
 
   TimeNs fill_ns = 0;   // sum over earlier stages of chunk 0's forward of one micro-batch
   TimeNs drain_ns = 0;  // and of its backward
@@ -118,12 +126,13 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
         pipeline_ns, fill_ns + micro_batches * (stage.forward_ns + stage.backward_ns) + drain_ns);
     fill_ns += chunk0.forward_ns;
     drain_ns += chunk0.backward_ns;
-    const bool gathers_after_step = plan.zero_stage == 1 || plan.zero_stage == 2;
     after_backward_ns =
         std::max(after_backward_ns, time(op.optimizer[static_cast<size_t>(s)]) +
-                                        (gathers_after_step ? layers * layer_gather_ns : 0));
-    dp_stream_ns = std::max(dp_stream_ns, layers * (syncs_per_layer * layer_sync_ns +
-                                                    gathers_per_layer * layer_gather_ns));
+                                        (gathers_after_step ? param_gather_ns(layers) : 0));
+    TimeNs dp_ns = syncs_per_step * stage_sync_ns(layers);
+    if (plan.zero_stage == 3) dp_ns += 2 * plan.micro_batches() * layers * param_gather_ns(1);
+    if (plan.zero_stage == 1 || plan.zero_stage == 2) dp_ns += param_gather_ns(layers);
+    dp_stream_ns = std::max(dp_stream_ns, dp_ns);
   }
   return std::max(pipeline_ns + after_backward_ns, dp_stream_ns);
 }

@@ -8,21 +8,24 @@
 //    only slows compute down);
 //  - every TP collective that sits between two consecutive compute tasks (the next compute waits
 //    for it: Megatron-LM's blocking all-reduce, reduce-scatter and all-gather), at its time alone
-//    on an idle cluster (flows that share links only go slower);
+//    on an idle cluster (flows that share links only go slower); none with --tp-comm-overlap,
+//    whose chunks may hide them;
 //  - the pipeline's fill and drain: stage s cannot start before the first micro-batch's forward
 //    of model chunk 0 has run on stages 0..s-1, and after stage s's last backward (chunk 0 of
 //    the last micro-batch) stages s-1..0 still run theirs.
 //  - after stage 0's last backward, the optimizer step of every stage (the global gradient norm
-//    waits for every stage's gradients) and, under ZeRO 1 and 2, the all-gather of each of its
-//    layers' updated parameters, which follow it on the data-parallel stream.
+//    waits for every stage's gradients) and, under ZeRO 1 and 2 without --overlap-param-gather,
+//    the all-gather of its layers' updated parameters, which follow it on the data-parallel
+//    stream (counted as one collective of them all, no longer than its buckets' several).
 // So, with F_j and B_j one micro-batch's forward and backward chain on stage j (layers, TP
 // collectives, recompute; the embedding on the first stage, the head and loss on the last),
 // m micro-batches, v model chunks per stage, and O_s stage s's optimizer step and gathers:
 //   step >= max_s [ sum_{j<s} F_j / v  +  m (F_s + B_s)  +  sum_{j<s} B_j / v ]  +  max_s O_s.
 // The data-parallel stream also runs its collectives one at a time, each at least its time alone:
-//   step >= max_s (sum of stage s's gradient reductions and parameter gathers; per layer once per
-//   step under ZeRO 0 and 1, the reductions per micro-batch under ZeRO 2, and under ZeRO 3 also
-//   a gather before each forward and each backward).
+//   step >= max_s (sum of stage s's gradient reductions and parameter gathers: the stage's
+//   gradients as one collective once per step under ZeRO 0 and 1 and per micro-batch under
+//   ZeRO 2 and 3, its parameters gathered once under ZeRO 1 and 2, and under ZeRO 3 each layer
+//   before each forward and each backward).
 // Pipeline messages and the overlap of communication with compute are not counted, so the bound
 // is below the simulated step by about them; tests check bound <= step over a grid of plans.
 

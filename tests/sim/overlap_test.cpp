@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "plan/framework.hpp"
+#include "plan/op_shapes.hpp"
 #include "plan/shard_sizes.hpp"
 #include "sim/simulate.hpp"
 #include "tests/sim/sim_fixtures.hpp"
@@ -165,6 +166,81 @@ TEST_CASE("pipeline sends block the compute unless the interleaved schedule over
   CHECK(receive_buffers_on(plan, Stream::kPpRecv) > 0);
   plan.overlap.p2p = false;
   CHECK(receive_buffers_on(plan, Stream::kPpRecv) == 0);
+}
+
+// The union of [transfer, finish) of the tasks `pick` selects, minus the union of the compute
+// stream's busy intervals: the communication the compute waits on.
+template <typename Pick>
+double exposed_s(const CompiledPlan& compiled, const SimResult& result, Pick pick) {
+  std::vector<std::pair<TimeNs, TimeNs>> comm, busy;
+  for (TaskId id = 0; id < compiled.graph.size(); ++id) {
+    const Task& t = compiled.graph.task(id);
+    const TaskTiming& time = result.tasks[static_cast<size_t>(id)];
+    if (t.kind == TaskKind::kCompute) busy.emplace_back(time.start_ns, time.finish_ns);
+    if (pick(t)) comm.emplace_back(time.transfer_ns, time.finish_ns);
+  }
+  TimeNs exposed = 0;
+  for (const auto& [from, to] : comm) {
+    TimeNs covered = 0;
+    for (const auto& [start, finish] : busy)
+      covered += std::max<TimeNs>(0, std::min(to, finish) - std::max(from, start));
+    exposed += to - from - covered;  // compute tasks on one stream do not overlap each other
+  }
+  return static_cast<double>(exposed) / 1e9;
+}
+
+// One layer at tp 2 with sequence parallelism on a two-GPU node whose link (10 GB/s here) is so
+// slow that a transfer outlasts any GEMM chunk beside it. Without --tp-comm-overlap the layer's
+// ten TP collectives (forward: two all-gathers, two reduce-scatters; backward: four and two) each
+// block the compute: 10 (a + S/(2B)), S = 2 s b h bytes. With it each becomes one ring-exchange
+// step of c = S/2 bytes beside a GEMM chunk of s b / 2 rows (g, its time alone), which runs
+// unslowed for the step's latency a and then at 1 / (1 + f) while the chunk's flow is on:
+//  - gathering (QKV and MLP-up forward, MLP-down and attention-output backward): the step and
+//    chunk 0 start together; exposed r - e(g0), r = a + c/B, e(g) = a + (g - a)(1 + f);
+//  - reducing (attention-output and MLP-down forward): chunk 0, then the step beside chunk 1:
+//    exposed r - e(g1);
+//  - both (QKV and MLP-up backward): r - e(g0), then r - e(g1).
+TEST_CASE("TP overlap exposes what a GEMM chunk does not cover of one exchange", "[sim][overlap]") {
+  ClusterSpec cluster = two_gpu_node();
+  const double bandwidth = 10e9;
+  cluster.nvlink.bw_gbps = bandwidth / 1e9;
+  const ModelSpec model = test::small_model(1, 1024, 8, 64, 2048);
+  ParallelPlan plan = test::make_plan(1, 2, 1, 4, 4, 2048);
+  plan.sequence_parallel = true;
+  const auto in_layer = [](const Task& t) { return t.stream == Stream::kTpComm && t.layer == 0; };
+  const double a = route_latency_s(cluster);
+  const double s_bytes = 2.0 * 2048 * 4 * 1024;
+
+  const SimResult blocking = simulate_on(cluster, model, plan);
+  const CompiledPlan blocking_graph = compile_plan(model, cluster, plan, GraphMode::kFolded);
+  CHECK(exposed_s(blocking_graph, blocking, in_layer) ==
+        Approx(10 * (a + s_bytes / (2 * bandwidth))).epsilon(0.01));
+
+  plan.overlap.tp_comm = true;
+  const SimResult overlapped = simulate_on(cluster, model, plan);
+  const CompiledPlan graph = compile_plan(model, cluster, plan, GraphMode::kFolded);
+  const DeviceEfficiency eff = *test::no_launch_overhead(cluster.device).devices.begin();
+  const double f = eff.comm_slowdown;
+  const PlanOpShapes ops = plan_op_shapes(model, plan);
+  const auto g = [&](const OpShape& op) {
+    return static_cast<double>(compute_time_ns(cluster.device, eff, op)) / 1e9;
+  };
+  const double r = a + s_bytes / 2 / bandwidth;
+  const auto hidden = [&](double gemm) { return r - (a + (gemm - a) * (1 + f)); };
+  const double expected =
+      hidden(g(ops.qkv_chunk.forward)) + hidden(g(ops.attn_out_chunk.forward)) +
+      hidden(g(ops.mlp_up_chunk.forward)) + hidden(g(ops.mlp_down_chunk.forward)) +
+      hidden(g(ops.mlp_down_chunk.backward)) + 2 * hidden(g(ops.mlp_up_chunk.backward)) +
+      hidden(g(ops.attn_out_chunk.backward)) + 2 * hidden(g(ops.qkv_chunk.backward));
+  INFO(fmt::format("exposed tp in the layer: {} s blocking, {} s overlapped, hand {} s",
+                   exposed_s(blocking_graph, blocking, in_layer),
+                   exposed_s(graph, overlapped, in_layer), expected));
+  for (const OpShape& chunk : {ops.qkv_chunk.forward, ops.attn_out_chunk.backward}) {
+    REQUIRE(g(chunk) > a);                  // the latency passes within the chunk
+    REQUIRE((g(chunk) - a) * (1 + f) < r);  // and the transfer outlasts it
+  }
+  CHECK(exposed_s(graph, overlapped, in_layer) == Approx(expected).epsilon(0.01));
+  CHECK(overlapped.step_time_s < blocking.step_time_s);
 }
 
 }  // namespace
