@@ -5,11 +5,12 @@
 // Algorithm choice follows NCCL by size and topology:
 //  - inside one node: ring; all-reduce on an NVSwitch with in-switch reduction (NVLS) from
 //    tuning.nvls_min_bytes;
-//  - across nodes: all-reduce up to tuning.tree_max_bytes as a double binary tree over the nodes;
-//    otherwise hierarchical (intra-node reduce-scatter, inter-node ring per local GPU, intra-node
-//    all-gather) when several members share a node, or a ring when each node holds one member;
-//  - reduce-scatter and all-gather: ring (hierarchical across nodes when members share nodes);
-//    broadcast: pipelined ring; all-to-all: one flow per ordered pair.
+//  - across nodes: all-reduce as the fastest by estimated time of a double binary tree over the
+//    nodes, rings (NCCL's channels, one per local GPU) and, when several members share a node,
+//    hierarchical rings (intra-node reduce-scatter, inter-node ring per local GPU, intra-node
+//    all-gather); a cluster's tree_max_bytes forces the tree instead up to that size;
+//  - reduce-scatter and all-gather: rings over all members, n - 1 steps (across nodes NCCL's
+//    channels); broadcast: pipelined ring; all-to-all: one flow per ordered pair.
 //
 // A ring's 2(n-1) (all-reduce) or n-1 steps are coalesced into one step: every ring link carries
 // the same bytes in every step, so one flow per link with all the steps' bytes, after all the
@@ -64,6 +65,11 @@ struct CollectivePlan {
 // output of an all-gather, the input of a reduce-scatter). A one-member group has no steps.
 CollectivePlan plan_collective(const Topology& topology, const CollectiveTuning& tuning,
                                CollectiveKind kind, std::span<const int64_t> gpus, int64_t bytes);
+
+// The time a plan takes alone on an idle cluster: per step, its latency plus the time of its
+// most loaded link (the wire bytes of the step's flows on it over its bandwidth). The engine
+// gives the same when every flow has its links alone; plan_collective picks by it.
+double estimated_seconds(const Topology& topology, const CollectivePlan& plan);
 
 // A point-to-point transfer (pipeline send/recv): one step, one flow on the route.
 CollectivePlan plan_p2p(const Topology& topology, const CollectiveTuning& tuning, int64_t src_gpu,

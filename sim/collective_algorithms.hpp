@@ -34,7 +34,9 @@ CollectiveStep ring_step(const Topology& topology, std::span<const std::vector<i
                          const ProtocolTuning& tuning);
 
 // collective_ring.cpp: all-reduce, reduce-scatter and all-gather as a ring over
-// placement.ordered; broadcast as a pipelined chain from the group's first member.
+// placement.ordered (across nodes with several members each, one ring per local position, as
+// NCCL's channels); a ring exchange as one step of that ring; broadcast as a pipelined chain
+// from the group's first member.
 CollectivePlan plan_ring(const Topology& topology, const FabricTuning& fabric, CollectiveKind kind,
                          const Placement& placement, int64_t root_gpu, int64_t bytes);
 
@@ -46,10 +48,10 @@ CollectivePlan plan_tree(const Topology& topology, const CollectiveTuning& tunin
 CollectivePlan plan_nvls(const Topology& topology, const FabricTuning& nvls,
                          std::span<const int64_t> members, int64_t bytes);
 
-// collective_hierarchical.cpp: intra-node and inter-node rings in phases; `placement` is uniform
-// with several members per node on several nodes.
+// collective_hierarchical.cpp: all-reduce as intra-node and inter-node rings in phases;
+// `placement` is uniform with several members per node on several nodes.
 CollectivePlan plan_hierarchical(const Topology& topology, const CollectiveTuning& tuning,
-                                 CollectiveKind kind, const Placement& placement, int64_t bytes);
+                                 const Placement& placement, int64_t bytes);
 
 // collective_pairwise.cpp: all-to-all, one flow per ordered pair.
 CollectivePlan plan_pairwise(const Topology& topology, const FabricTuning& fabric,

@@ -1,16 +1,14 @@
-// Collectives across nodes whose members share nodes evenly (g members on each of m nodes), in
-// phases that keep the slow inter-node links busy with as few bytes as possible:
-//  - all-reduce: reduce-scatter inside each node (ring, (g-1)/g x S per NVLink), all-reduce
-//    across nodes among the members of the same local position, each on its own NIC (ring,
-//    2(m-1)/m x S/g per link: on 2 nodes every GPU sends S/g over its rail), then all-gather
-//    inside each node ((g-1)/g x S);
-//  - reduce-scatter: the first two phases (the inter-node ring reduce-scatters S/g: (m-1)/m x
-//    S/g per link), each GPU ending with S/(gm);
-//  - all-gather: the reverse, inter-node all-gather of S/g then intra-node all-gather of S.
-// The rings of one phase run together in one step (one per node, or one per local position);
-// the intra-node phases use the nvlink protocols, the inter-node phase the net ones. Phases
-// follow each other: NCCL pipelines them, so this is an upper bound on time when the NVLink
-// phases are not negligible.
+// All-reduce across nodes whose members share nodes evenly (g members on each of m nodes), in
+// phases that keep the slow inter-node links busy with as few bytes as possible (the shape of
+// NCCL's NVLS-tree and CollNet all-reduces): reduce-scatter inside each node (ring, (g-1)/g x S
+// per NVLink), all-reduce across nodes among the members of the same local position, each on its
+// own NIC (ring, 2(m-1)/m x S/g per link: on 2 nodes every GPU sends S/g over its rail), then
+// all-gather inside each node ((g-1)/g x S). Its latency grows with g + m where a ring's grows
+// with g m. NCCL has no such reduce-scatter or all-gather: those run as rings
+// (collective_ring.cpp). The rings of one phase run together in one step (one per node, or one
+// per local position); the intra-node phases use the nvlink protocols, the inter-node phase the
+// net ones. Phases follow each other: NCCL pipelines them, so this is an upper bound on time when
+// the NVLink phases are not negligible.
 
 #include <vector>
 
@@ -20,7 +18,7 @@
 namespace strata::collective_detail {
 
 CollectivePlan plan_hierarchical(const Topology& topology, const CollectiveTuning& tuning,
-                                 CollectiveKind kind, const Placement& placement, int64_t bytes) {
+                                 const Placement& placement, int64_t bytes) {
   const ProtocolTuning& intra = tuning.nvlink.pick(bytes);
   const ProtocolTuning& net = tuning.net.pick(bytes);
   CollectivePlan plan{CollectiveAlgorithm::kHierarchical, net.protocol, {}};
@@ -43,28 +41,10 @@ CollectivePlan plan_hierarchical(const Topology& topology, const CollectiveTunin
   const auto intra_phase = [&] {
     return ring_step(topology, node_rings, true, g - 1, intra_bytes, intra);
   };
-  switch (kind) {
-    case CollectiveKind::kAllReduce:
-      plan.steps.push_back(intra_phase());
-      plan.steps.push_back(
-          ring_step(topology, rail_rings, true, 2 * (m - 1), 2 * (md - 1) / md * size / gd, net));
-      plan.steps.push_back(intra_phase());
-      break;
-    case CollectiveKind::kReduceScatter:
-      plan.steps.push_back(intra_phase());
-      plan.steps.push_back(
-          ring_step(topology, rail_rings, true, m - 1, (md - 1) / md * size / gd, net));
-      break;
-    case CollectiveKind::kAllGather:
-      plan.steps.push_back(
-          ring_step(topology, rail_rings, true, m - 1, (md - 1) / md * size / gd, net));
-      plan.steps.push_back(intra_phase());
-      break;
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kAllToAll:
-    case CollectiveKind::kRingExchange:
-      STRATA_ASSERT(false, "broadcast, all-to-all and ring exchange are not hierarchical");
-  }
+  plan.steps.push_back(intra_phase());
+  plan.steps.push_back(
+      ring_step(topology, rail_rings, true, 2 * (m - 1), 2 * (md - 1) / md * size / gd, net));
+  plan.steps.push_back(intra_phase());
   return plan;
 }
 

@@ -2,11 +2,14 @@
 // bus bandwidth factor. The algorithms live one per file (collective_ring.cpp, ...).
 
 #include <algorithm>
+#include <map>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "common/error.hpp"
+#include "common/units.hpp"
 #include "sim/collective.hpp"
 #include "sim/collective_algorithms.hpp"
 
@@ -82,13 +85,15 @@ bool hierarchical_applies(const Placement& placement) {
 
 }  // namespace
 
-// The choice, in the order NCCL's tuner would make it for these shapes:
+// The choice, as NCCL's tuner makes it for these shapes:
 //  - all-to-all: pairwise; broadcast: a pipelined chain; ring exchange: one ring step;
 //  - all-reduce in one node: NVLS when it applies, else a ring;
-//  - all-reduce across nodes: the double binary tree up to tree_max_bytes, then hierarchical
-//    rings when members share nodes evenly, else one ring;
-//  - reduce-scatter and all-gather: hierarchical across nodes when members share nodes evenly,
-//    else one ring.
+//  - all-reduce across nodes: whichever of the double binary tree, the rings and (when members
+//    share nodes evenly) the hierarchical rings has the shortest estimated time alone
+//    (estimated_seconds), as NCCL picks by its cost model rather than a size threshold; a
+//    cluster's tree_max_bytes forces the tree up to that size instead, as NCCL_ALGO does;
+//  - reduce-scatter and all-gather: rings, across nodes NCCL's channels (n - 1 steps however many
+//    nodes: latency-bound on hundreds of ranks).
 // Rings use the nvlink protocols inside a node and the net protocols when they cross nodes.
 CollectivePlan plan_collective(const Topology& topology, const CollectiveTuning& tuning,
                                CollectiveKind kind, std::span<const int64_t> gpus, int64_t bytes) {
@@ -99,28 +104,68 @@ CollectivePlan plan_collective(const Topology& topology, const CollectiveTuning&
   if (gpus.size() <= 1) {
     return {CollectiveAlgorithm::kRing, fabric.pick(bytes).protocol, {}};
   }
+  const auto ring = [&] {
+    return collective_detail::plan_ring(topology, fabric, kind, placement, gpus.front(), bytes);
+  };
   switch (kind) {
     case CollectiveKind::kAllToAll:
       return collective_detail::plan_pairwise(topology, fabric, placement, bytes);
     case CollectiveKind::kBroadcast:
     case CollectiveKind::kRingExchange:
-      return collective_detail::plan_ring(topology, fabric, kind, placement, gpus.front(), bytes);
-    case CollectiveKind::kAllReduce:
-      if (!spans && nvls_applies(topology, tuning, bytes)) {
-        return collective_detail::plan_nvls(topology, tuning.nvls, placement.ordered, bytes);
-      }
-      if (spans && bytes <= tuning.tree_max_bytes) {
-        return collective_detail::plan_tree(topology, tuning, placement, bytes);
-      }
-      break;
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllGather:
+      return ring();
+    case CollectiveKind::kAllReduce:
       break;
   }
-  if (hierarchical_applies(placement)) {
-    return collective_detail::plan_hierarchical(topology, tuning, kind, placement, bytes);
+  if (!spans) {
+    if (nvls_applies(topology, tuning, bytes)) {
+      return collective_detail::plan_nvls(topology, tuning.nvls, placement.ordered, bytes);
+    }
+    return ring();
   }
-  return collective_detail::plan_ring(topology, fabric, kind, placement, gpus.front(), bytes);
+  const bool hierarchical = hierarchical_applies(placement);
+  if (tuning.tree_max_bytes) {
+    if (bytes <= *tuning.tree_max_bytes) {
+      return collective_detail::plan_tree(topology, tuning, placement, bytes);
+    }
+    return hierarchical ? collective_detail::plan_hierarchical(topology, tuning, placement, bytes)
+                        : ring();
+  }
+  std::vector<CollectivePlan> candidates;
+  candidates.push_back(collective_detail::plan_tree(topology, tuning, placement, bytes));
+  candidates.push_back(ring());
+  if (hierarchical) {
+    candidates.push_back(collective_detail::plan_hierarchical(topology, tuning, placement, bytes));
+  }
+  // The first of equal estimates wins, so the choice is deterministic.
+  size_t best = 0;
+  double best_s = estimated_seconds(topology, candidates[0]);
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    const double seconds = estimated_seconds(topology, candidates[i]);
+    if (seconds < best_s) {
+      best = i;
+      best_s = seconds;
+    }
+  }
+  return std::move(candidates[best]);
+}
+
+double estimated_seconds(const Topology& topology, const CollectivePlan& plan) {
+  double seconds = 0;
+  std::map<int32_t, double> load;
+  for (const CollectiveStep& step : plan.steps) {
+    load.clear();
+    for (const CollectiveFlow& flow : step.flows) {
+      for (const int32_t link : flow.links) load[link] += flow.wire_bytes;
+    }
+    double busiest = 0;
+    for (const auto& [link, bytes] : load) {
+      busiest = std::max(busiest, bytes / (topology.link(link).bw_gbps * kBytesPerGB));
+    }
+    seconds += static_cast<double>(step.latency_ns) / static_cast<double>(kNsPerSecond) + busiest;
+  }
+  return seconds;
 }
 
 // One step: the protocol's base latency plus the route's, then one flow on the route.

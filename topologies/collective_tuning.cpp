@@ -53,7 +53,6 @@ CollectiveTuning default_collective_tuning(bool in_switch_reduction) {
       {Protocol::kLL128, 8 * kMiB, 2 * kNsPerUs, 0.86},
       {Protocol::kSimple, 0, 5 * kNsPerUs, 0.92},
   };
-  tuning.tree_max_bytes = 4 * kMiB;
   return tuning;
 }
 

@@ -12,6 +12,7 @@
 // 229 GB/s, nccl_busbw.csv row '8x A100 SXM node' 1073741824).
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace strata {
@@ -40,8 +41,10 @@ struct CollectiveTuning {
   FabricTuning nvls;           // in-switch reduction (NVLink SHARP); empty: the switch has none
   int64_t nvls_min_bytes = 0;  // all-reduce uses NVLS from this size when available
   FabricTuning net;            // rings and trees across nodes
-  // Inter-node all-reduce uses the double binary tree up to this size (and rings above); 0: never.
-  int64_t tree_max_bytes = 0;
+  // Inter-node all-reduce: nullopt lets the simulator choose among the double binary tree and the
+  // rings by their estimated time, as NCCL's tuner does by its cost model; a value forces the tree
+  // up to that size and rings above (0: never a tree), as NCCL_ALGO forces an algorithm.
+  std::optional<int64_t> tree_max_bytes;
 };
 
 // Defaults for a cluster file without a "collectives" section, and for a ClusterSpec built in

@@ -29,8 +29,8 @@ nlohmann::json collectives_to_json(const ClusterSpec& cluster) {
       {"in_switch_reduction", cluster.in_switch_reduction},
       {"nvlink", fabric_to_json(tuning.nvlink)},
       {"net", fabric_to_json(tuning.net)},
-      {"tree_max_bytes", tuning.tree_max_bytes},
   };
+  if (tuning.tree_max_bytes) json["tree_max_bytes"] = *tuning.tree_max_bytes;
   if (cluster.in_switch_reduction && !tuning.nvls.protocols.empty()) {
     json["nvls"] = fabric_to_json(tuning.nvls);
     json["nvls_min_bytes"] = tuning.nvls_min_bytes;

@@ -2,8 +2,6 @@
 // Shared by the collective tests: an idealized cluster and the time of a collective plan on an
 // idle cluster, computed by hand (without the engine).
 
-#include <algorithm>
-#include <map>
 #include <numeric>
 #include <vector>
 
@@ -40,24 +38,9 @@ inline std::vector<int64_t> first_gpus(int64_t n) {
   return gpus;
 }
 
-// Seconds a plan takes on an idle cluster: per step, its latency plus the time of the most
-// loaded link (the sum of the wire bytes of the step's flows on it over its bandwidth). When
-// each flow has its links alone (rings, NVLS, hierarchical phases on one node or rail-aligned)
-// this is the step's slowest flow, as the engine would time it.
+// Seconds a plan takes on an idle cluster (sim/collective.hpp's estimate).
 inline double idle_seconds(const Topology& topology, const CollectivePlan& plan) {
-  double seconds = 0;
-  for (const CollectiveStep& step : plan.steps) {
-    std::map<int32_t, double> load;
-    for (const CollectiveFlow& flow : step.flows) {
-      for (const int32_t link : flow.links) load[link] += flow.wire_bytes;
-    }
-    double busiest = 0;
-    for (const auto& [link, bytes] : load) {
-      busiest = std::max(busiest, bytes / (topology.link(link).bw_gbps * 1e9));
-    }
-    seconds += static_cast<double>(step.latency_ns) / 1e9 + busiest;
-  }
-  return seconds;
+  return estimated_seconds(topology, plan);
 }
 
 }  // namespace strata::test

@@ -122,10 +122,11 @@ TEST_CASE("a ring crosses each node boundary once", "[sim][collective]") {
 // Hierarchical all-reduce on m = 2 nodes of g = 8: intra-node reduce-scatter ((g-1)/g x S per
 // NVLink), inter-node all-reduce per local position on S/g (2(m-1)/m x S/g = S/g per GPU on its
 // own rail: GPU j of one node to GPU j of the other through NIC j), intra-node all-gather.
-// Reduce-scatter runs the first two phases ((m-1)/m x S/g across), all-gather the last two.
 TEST_CASE("hierarchical inter-node phase moves S/g per GPU on its rail", "[sim][collective]") {
   const int64_t g = 8;
-  const Topology topology(ideal_cluster(g, kBw, kHopNs), 2 * g);
+  ClusterSpec cluster = ideal_cluster(g, kBw, kHopNs);
+  cluster.collectives.tree_max_bytes = 0;  // force rings: no tree
+  const Topology topology(cluster, 2 * g);
   const auto gpus = first_gpus(2 * g);
   const int64_t bytes = 64 * kMiB;
   const double s = static_cast<double>(bytes);
@@ -153,17 +154,72 @@ TEST_CASE("hierarchical inter-node phase moves S/g per GPU on its rail", "[sim][
     CHECK(nic_up.owner % g == topology.local_of(flow.src_gpu));
   }
   CHECK(payload(inter) == Approx(2 * s));  // 2(m-1) x S across nodes in all
+}
 
-  const CollectivePlan scatter = plan_collective(topology, topology.cluster().collectives,
-                                                 CollectiveKind::kReduceScatter, gpus, bytes);
-  REQUIRE(scatter.steps.size() == 2);
-  CHECK(scatter.steps[0].flows.front().wire_bytes == Approx(7.0 / 8 * s));
-  CHECK(scatter.steps[1].flows.front().wire_bytes == Approx(s / 2 / g));
-  const CollectivePlan gather = plan_collective(topology, topology.cluster().collectives,
-                                                CollectiveKind::kAllGather, gpus, bytes);
-  REQUIRE(gather.steps.size() == 2);
-  CHECK(gather.steps[0].flows.front().wire_bytes == Approx(s / 2 / g));
-  CHECK(gather.steps[1].flows.front().wire_bytes == Approx(7.0 / 8 * s));
+// NCCL runs reduce-scatter and all-gather across nodes as rings over every member, one per
+// channel: on m = 2 nodes of g = 8, g rings of 16 members, each carrying S/g, (n-1)/n x S/g per
+// link, in n - 1 = 15 steps. Ring c enters each node at local GPU c and leaves at c - 1, so each
+// NIC carries one ring out of its node; each step's latency is the ring's mean hop (14 NVLink
+// hops and 2 node-crossing ones in 16).
+TEST_CASE("reduce-scatter and all-gather across nodes are NCCL's channel rings",
+          "[sim][collective]") {
+  const int64_t g = 8;
+  const Topology topology(ideal_cluster(g, kBw, kHopNs), 2 * g);
+  const auto gpus = first_gpus(2 * g);
+  const int64_t bytes = 64 * kMiB;
+  const double s = static_cast<double>(bytes);
+  for (const CollectiveKind kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather}) {
+    const CollectivePlan plan =
+        plan_collective(topology, topology.cluster().collectives, kind, gpus, bytes);
+    CHECK(plan.algorithm == CollectiveAlgorithm::kRing);
+    REQUIRE(plan.steps.size() == 1);
+    const CollectiveStep& step = plan.steps[0];
+    REQUIRE(step.flows.size() == static_cast<size_t>(g * 2 * g));
+    std::map<int32_t, int> flows_on_nic;
+    int64_t crossing = 0;
+    for (const CollectiveFlow& flow : step.flows) {
+      CHECK(flow.wire_bytes == Approx(15.0 / 16 * s / g));
+      if (topology.node_of(flow.src_gpu) == topology.node_of(flow.dst_gpu)) continue;
+      ++crossing;
+      for (const int32_t link : flow.links) {
+        if (topology.link(link).kind == LinkKind::kNicUp) ++flows_on_nic[link];
+      }
+    }
+    CHECK(crossing == 2 * g);
+    CHECK(flows_on_nic.size() == static_cast<size_t>(2 * g));  // every NIC of both nodes
+    for (const auto& [nic, flows] : flows_on_nic) CHECK(flows == 1);
+    const double inter_hop = static_cast<double>(topology.route(0, g).latency_ns);
+    const double mean_hop = (14 * kHopNs + 2 * inter_hop) / 16;
+    CHECK(step.latency_ns == std::llround(15 * mean_hop));
+  }
+}
+
+// Without a forced tree_max_bytes, an inter-node all-reduce is the fastest of the tree, the rings
+// and the hierarchical rings by estimated time: the tree for small messages (its latency grows
+// with log m), the others for large ones (the tree moves more bytes across nodes).
+TEST_CASE("inter-node all-reduce picks the algorithm of least estimated time",
+          "[sim][collective]") {
+  ClusterSpec cluster = ideal_cluster(2, kBw, kHopNs);
+  cluster.collectives.tree_max_bytes.reset();
+  const Topology topology(cluster, 16);
+  const auto gpus = first_gpus(16);
+  const CollectiveTuning& tuning = cluster.collectives;
+  for (const int64_t bytes : {int64_t{8}, kMiB, 256 * kMiB}) {
+    INFO(bytes << " bytes");
+    const CollectivePlan chosen =
+        plan_collective(topology, tuning, CollectiveKind::kAllReduce, gpus, bytes);
+    ClusterSpec forced = cluster;
+    for (const int64_t threshold : {int64_t{0}, bytes}) {
+      forced.collectives.tree_max_bytes = threshold;  // 0: hierarchical; bytes: the tree
+      const CollectivePlan other =
+          plan_collective(topology, forced.collectives, CollectiveKind::kAllReduce, gpus, bytes);
+      CHECK(estimated_seconds(topology, chosen) <= estimated_seconds(topology, other));
+    }
+  }
+  CHECK(plan_collective(topology, tuning, CollectiveKind::kAllReduce, gpus, 8).algorithm ==
+        CollectiveAlgorithm::kTree);
+  CHECK(plan_collective(topology, tuning, CollectiveKind::kAllReduce, gpus, 256 * kMiB).algorithm !=
+        CollectiveAlgorithm::kTree);
 }
 
 ClusterSpec nvls_cluster(bool in_switch_reduction) {
