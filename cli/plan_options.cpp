@@ -133,6 +133,11 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
                    "Megatron-LM: accumulate and reduce gradients in bf16");
   command.add_flag("--accumulate-allreduce-grads-in-fp32", flags.grads_in_fp32,
                    "Megatron-LM: accumulate and reduce gradients in fp32");
+  command.add_option("--fp8,--fp8-format", flags.fp8,
+                     "FP8 GEMMs in the transformer layers (Transformer Engine): hybrid, e4m3 "
+                     "or none");
+  command.add_flag("--fp8-param-gather", flags.fp8_param_gather,
+                   "Megatron-LM: keep and all-gather the layers' weights in FP8");
   command.add_option("--first-stage-layers,--decoder-first-pipeline-num-layers",
                      flags.first_stage_layers, "Layers on the first pipeline stage (uneven split)");
   command.add_option("--last-stage-layers,--decoder-last-pipeline-num-layers",
@@ -226,6 +231,8 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
     throw InputError(kCommandLine, "--grad-reduce-in-bf16",
                      "given with --accumulate-allreduce-grads-in-fp32", "give one of the two");
   }
+  if (flags.fp8) plan.fp8 = parse_fp8_format(*flags.fp8, kCommandLine, "--fp8");
+  if (flags.fp8_param_gather) plan.fp8_param_gather = true;
   if (flags.grad_reduce_in_bf16) plan.precision.fp32_grads = false;
   if (flags.grads_in_fp32) plan.precision.fp32_grads = true;
 
@@ -247,6 +254,7 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
                            flags.micro_batch, flags.global_batch);
   }
   validate_plan(plan, inputs.model, gpus, where);
+  validate_plan_on_device(plan, inputs.cluster.device, where);
   const int64_t max_gpus = inputs.cluster.max_nodes * inputs.cluster.gpus_per_node;
   if (inputs.cluster.max_nodes > 0 && plan.gpus() > max_gpus) {
     throw InputError(

@@ -33,6 +33,8 @@ struct PlanFlags {
   bool overlap_p2p = false, no_overlap_p2p = false;
   std::optional<int64_t> bucket_size;  // --ddp-bucket-size
   bool grad_reduce_in_bf16 = false, grads_in_fp32 = false;
+  std::optional<std::string> fp8;  // --fp8 / --fp8-format
+  bool fp8_param_gather = false;
   bool recompute_activations = false;  // Megatron's --recompute-activations (selective)
   bool sequence_parallel = false;
   bool distributed_optimizer = false;  // Megatron's --use-distributed-optimizer (ZeRO 1)

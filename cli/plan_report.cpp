@@ -54,10 +54,14 @@ std::string stack_line(const ParallelPlan& p) {
                                   : fmt::format("gradient buckets of {:.3g} M parameters",
                                                 static_cast<double>(bucket) / 1e6);
   const StateBytesPerParameter states = state_bytes_per_parameter(p.dtype, p.precision);
+  const std::string fp8 = p.fp8 == Fp8Format::kNone
+                              ? ""
+                              : fmt::format(", FP8 {} GEMMs{}", to_string(p.fp8),
+                                            p.fp8_param_gather ? " with FP8 weights" : "");
   return fmt::format(
-      "{}: {} attention; overlapped: {}; not overlapped: {}; {}; model states {} "
+      "{}: {} attention{}; overlapped: {}; not overlapped: {}; {}; model states {} "
       "+ {} + {} bytes per parameter (params, grads, optimizer)",
-      to_string(p.framework), to_string(p.attention),
+      to_string(p.framework), to_string(p.attention), fp8,
       overlapped.empty() ? "none" : fmt::format("{}", fmt::join(overlapped, ", ")),
       waited.empty() ? "none" : fmt::format("{}", fmt::join(waited, ", ")), buckets, states.params,
       states.grads, states.optimizer);

@@ -68,9 +68,15 @@ std::string simulate_summary(const CompiledPlan& c, const SimOptions& options, c
                   r.samples_per_s));
   add(
       fmt::format("flops    MFU {:.1f}% ({:.1f} model TFLOP/s per GPU, {} per step); "
-                  "HFU {:.1f}% ({:.1f} hardware TFLOP/s per GPU, with recompute)",
+                  "HFU {:.1f}% ({:.1f} hardware TFLOP/s per GPU, executed with recompute)",
                   r.mfu * 100, r.model_tflops_per_gpu, flops_text(r.model_flops_per_step),
                   r.hfu * 100, r.hardware_tflops_per_gpu));
+  if (c.plan.fp8 != Fp8Format::kNone) {
+    add(
+        fmt::format("         MFU and HFU against the {} dense peak, as NeMo and MLPerf report FP8 "
+                    "runs (the FP8 GEMMs run against the fp8 peak)",
+                    to_string(c.plan.dtype)));
+  }
   add(
       fmt::format("bubble   {:.1f}% (the largest stage's pipeline idle time over its forward and "
                   "backward time)",

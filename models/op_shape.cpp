@@ -6,7 +6,18 @@
 
 namespace strata {
 
-int64_t bytes_per_element(DType dtype) { return dtype == DType::kFp32 ? 4 : 2; }
+int64_t bytes_per_element(DType dtype) {
+  switch (dtype) {
+    case DType::kFp32:
+      return 4;
+    case DType::kFp8:
+      return 1;
+    case DType::kBf16:
+    case DType::kFp16:
+      return 2;
+  }
+  return 2;
+}
 
 const char* to_string(DType dtype) {
   switch (dtype) {
@@ -16,6 +27,8 @@ const char* to_string(DType dtype) {
       return "fp16";
     case DType::kFp32:
       return "fp32";
+    case DType::kFp8:
+      return "fp8";
   }
   return "?";
 }
@@ -59,14 +72,16 @@ int64_t attended_span(int64_t s, int64_t window) { return window > 0 ? std::min(
 
 // Forward: out (m,n) = inp (m,k) @ w (k,n): 2mnk FLOPs; reads inp and w, writes out.
 // Backward: dinp = dout @ w^T and dw = inp^T @ dout: 4mnk FLOPs; reads dout, inp, w; writes dinp
-// and dw.
+// and dw. An FP8 GEMM reads 1-byte operands and writes 16-bit results.
 OpShape matmul_op(int64_t m, int64_t n, int64_t k, Direction direction, DType dtype) {
   STRATA_ASSERT(m > 0 && n > 0 && k > 0, "matmul dimensions must be positive");
-  const int64_t e = bytes_per_element(dtype);
+  const int64_t in = bytes_per_element(dtype);
+  const int64_t out = dtype == DType::kFp8 ? 2 : in;
   OpShape op{OpKind::kMatmul, direction, dtype, {m, n, k, 0}, 0, 0, 0};
   op.flops = 2 * m * n * k * backward_factor(direction);
-  op.bytes = direction == Direction::kForward ? e * (m * k + k * n + m * n)
-                                              : e * (m * n + m * k + k * n + m * k + k * n);
+  op.bytes = direction == Direction::kForward
+                 ? in * (m * k + k * n) + out * m * n
+                 : in * (m * n + m * k + k * n) + out * (m * k + k * n);
   return counted_as_executed(op);
 }
 

@@ -26,7 +26,10 @@ LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& p
   const int64_t mask = model.dropout ? 1 : 0;  // 1-byte dropout masks
   LayerActivations act;
   act.norms = 2 * d.e * d.sb * h / d.rep;
-  act.attention = d.e * d.sb * h / d.rep         // QKV input
+  // Under FP8 Transformer Engine saves the GEMM inputs it cast for the weight gradients in FP8:
+  // the QKV, MLP-up and MLP-down inputs (the attention output stays 16-bit, flash keeps it).
+  const int64_t gemm_in = plan.fp8 != Fp8Format::kNone ? 1 : d.e;
+  act.attention = gemm_in * d.sb * h / d.rep     // QKV input
                   + d.e * d.sb * (h + kv) / d.t  // Q and K
                   + d.e * d.sb * kv / d.t        // V
                   + d.e * d.sb * h / d.t         // attention-output input
@@ -39,9 +42,9 @@ LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& p
     act.attention_scores = d.e * scores + mask * (scores + d.e * scores);
   }
   const int64_t up_outputs = model.mlp == MlpKind::kSwiGlu ? 2 : 1;
-  act.mlp = d.e * d.sb * h / d.rep               // MLP-up input
+  act.mlp = gemm_in * d.sb * h / d.rep           // MLP-up input
             + up_outputs * d.e * d.sb * f / d.t  // activation input(s)
-            + d.e * d.sb * f / d.t               // MLP-down input
+            + gemm_in * d.sb * f / d.t           // MLP-down input
             + mask * d.sb * h / d.rep;           // MLP dropout mask
   return act;
 }

@@ -14,6 +14,8 @@
 //   norm2 input e sbh (rep) | MLP-up input e sbh (rep) | activation input e sbf/t (x2 for SwiGLU:
 //   gate and up) | MLP-down input e sbf/t | MLP dropout mask sbh (rep)
 //
+// Under FP8 (plan.fp8) the QKV, MLP-up and MLP-down inputs are stored as the 1-byte FP8 copies
+// Transformer Engine keeps for the weight gradients.
 // Under flash attention (plan.attention) the three s^2 terms are not stored: the kernel keeps the
 // softmax's fp32 log-sum-exp, 4 abs/t bytes, and regenerates the dropout mask from its seed, so a
 // layer stores sbh(34) + 4abs/t in the paper's setting (Dao et al. 2022, Sec. 3.1).

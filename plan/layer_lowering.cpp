@@ -22,55 +22,69 @@ CollectiveKind row_parallel_reduction(const ParallelPlan& plan) {
   return plan.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
 }
 
-// With sequence parallelism, a column-parallel product first gathers its sequence-sharded input.
-TaskId sequence_gather(const LoweringContext& ctx, RankState& state, TaskRole role, TaskId dep) {
-  if (!ctx.plan.sequence_parallel) return dep;
-  return tp_collective(ctx, state, role, CollectiveKind::kAllGather, ctx.tp_message_bytes, dep);
-}
-
 // One tensor-parallel product with the TP communication around it: the sequence-parallel
-// all-gather of its input (`gather_in`) and the reduction of its output (`reduce_out`). Returns
-// the task the next op waits for.
+// all-gather of its input (`gather_in`, of `gather_bytes`) and the reduction of its output
+// (`reduce_out`); under FP8 first the cast of its input (`cast`, an op, or -1). Returns the task
+// the next op waits for.
 //
 // With --tp-comm-overlap (Transformer Engine's userbuffers, Megatron-LM's tp_comm_overlap) the
 // product runs as t chunks of s b / t rows and the collective as t - 1 ring-exchange steps of one
 // chunk each on the tp-comm stream: gathering, chunk 0 is the rank's own and chunk k waits only
 // for exchange step k, which started with the input; reducing, step k carries the partial sum of
 // chunk k - 1 while chunk k computes, and the next op waits for the last step. Only what a chunk's
-// GEMM does not cover is exposed, and the chunks pay the smaller GEMMs' efficiency and the compute
-// slowdown of the transfers beside them (the engine's comm_slowdown).
-TaskId tp_gemm(const LoweringContext& ctx, RankState& state, TaskRole role, const OpPair& whole,
-               const OpPair& chunk, Direction direction, TaskId input, bool gather_in,
-               bool reduce_out) {
+// GEMM does not cover is exposed, and the chunks pay the smaller GEMMs' efficiency and the
+// compute slowdown of the transfers beside them (the engine's comm_slowdown).
+struct TpGemm {
+  TaskRole role;
+  const OpPair& whole;
+  const OpPair& chunk;
+  Direction direction;
+  bool gather_in = false;
+  bool reduce_out = false;
+  int32_t cast = -1;
+  int64_t gather_bytes = 0;
+};
+
+TaskId tp_gemm(const LoweringContext& ctx, RankState& state, const TpGemm& g, TaskId input) {
   RankProgram& p = state.program;
-  const bool forward = direction == Direction::kForward;
+  const bool forward = g.direction == Direction::kForward;
   const CollectiveKind reduce = row_parallel_reduction(ctx.plan);
+  if (g.cast >= 0) input = p.compute(TaskRole::kFp8Cast, g.cast, {input});
+  const bool gathers = g.gather_in && ctx.plan.sequence_parallel;
   if (!ctx.plan.overlap.tp_comm) {
-    const TaskId in = gather_in ? sequence_gather(ctx, state, role, input) : input;
-    const TaskId gemm = p.compute(role, forward ? whole.forward : whole.backward, {in});
-    return reduce_out ? tp_collective(ctx, state, role, reduce, ctx.tp_message_bytes, gemm) : gemm;
+    const TaskId in = gathers ? tp_collective(ctx, state, g.role, CollectiveKind::kAllGather,
+                                              g.gather_bytes, input)
+                              : input;
+    const TaskId gemm = p.compute(g.role, forward ? g.whole.forward : g.whole.backward, {in});
+    return g.reduce_out ? tp_collective(ctx, state, g.role, reduce, ctx.tp_message_bytes, gemm)
+                        : gemm;
   }
   const int64_t chunks = ctx.plan.tp;
-  const int64_t chunk_bytes = ctx.tp_message_bytes / chunks;
-  const int32_t chunk_op = forward ? chunk.forward : chunk.backward;
-  const auto exchange = [&](TaskId after) {
-    return p.collective(role, Stream::kTpComm, CollectiveKind::kRingExchange, state.groups.tp,
-                        chunk_bytes, {after});
+  const int32_t chunk_op = forward ? g.chunk.forward : g.chunk.backward;
+  const auto exchange = [&](TaskId after, int64_t bytes) {
+    return p.collective(g.role, Stream::kTpComm, CollectiveKind::kRingExchange, state.groups.tp,
+                        bytes / chunks, {after});
   };
   // The gathering exchanges start with the input, one after another; the reducing ones follow
   // each chunk's GEMM, behind them on the stream.
   std::vector<TaskId> arrived(static_cast<size_t>(chunks), input);
-  if (gather_in) {
+  if (gathers) {
     for (int64_t k = 1; k < chunks; ++k)
-      arrived[static_cast<size_t>(k)] = exchange(k == 1 ? input : kNoTask);
+      arrived[static_cast<size_t>(k)] = exchange(k == 1 ? input : kNoTask, g.gather_bytes);
   }
   TaskId gemm = kNoTask;
   TaskId reduced = kNoTask;
   for (int64_t k = 0; k < chunks; ++k) {
-    gemm = p.compute(role, chunk_op, {arrived[static_cast<size_t>(k)]});
-    if (reduce_out && k + 1 < chunks) reduced = exchange(gemm);
+    gemm = p.compute(g.role, chunk_op, {arrived[static_cast<size_t>(k)]});
+    if (g.reduce_out && k + 1 < chunks) reduced = exchange(gemm, ctx.tp_message_bytes);
   }
-  return reduce_out ? reduced : gemm;
+  return g.reduce_out ? reduced : gemm;
+}
+
+// Under FP8, Transformer Engine gathers the inputs of column-parallel GEMMs in FP8 (the norm
+// writes them cast): half the bytes.
+int64_t column_input_bytes(const LoweringContext& ctx) {
+  return ctx.plan.fp8 != Fp8Format::kNone ? ctx.tp_message_bytes / 2 : ctx.tp_message_bytes;
 }
 
 // The forward ops alone, in the program's current phase (forward or recompute).
@@ -79,18 +93,25 @@ TaskId layer_forward_ops(const LoweringContext& ctx, RankState& state, TaskId in
   RankProgram& p = state.program;
   const OpTable& op = ctx.ops;
   const auto fwd = Direction::kForward;
+  const int64_t column_in = column_input_bytes(ctx);
 
   const TaskId norm1 = p.compute(TaskRole::kNorm1, op.norm.forward, {input, params});
-  tp_gemm(ctx, state, TaskRole::kQkv, op.qkv, op.qkv_chunk, fwd, norm1, true, false);
+  tp_gemm(ctx, state, {TaskRole::kQkv, op.qkv, op.qkv_chunk, fwd, true, false, -1, column_in},
+          norm1);
   p.compute(TaskRole::kAttention, op.attention.forward);
-  const TaskId attn_reduced = tp_gemm(ctx, state, TaskRole::kAttnOut, op.attn_out,
-                                      op.attn_out_chunk, fwd, kNoTask, false, true);
+  const TaskId attn_reduced = tp_gemm(ctx, state,
+                                      {TaskRole::kAttnOut, op.attn_out, op.attn_out_chunk, fwd,
+                                       false, true, op.fp8_cast_attn_out_in},
+                                      kNoTask);
   p.compute(TaskRole::kAttnResidual, op.residual.forward, {attn_reduced});
   const TaskId norm2 = p.compute(TaskRole::kNorm2, op.norm.forward);
-  tp_gemm(ctx, state, TaskRole::kMlpUp, op.mlp_up, op.mlp_up_chunk, fwd, norm2, true, false);
+  tp_gemm(ctx, state,
+          {TaskRole::kMlpUp, op.mlp_up, op.mlp_up_chunk, fwd, true, false, -1, column_in}, norm2);
   p.compute(TaskRole::kMlpAct, op.mlp_act.forward);
-  const TaskId mlp_reduced = tp_gemm(ctx, state, TaskRole::kMlpDown, op.mlp_down, op.mlp_down_chunk,
-                                     fwd, kNoTask, false, true);
+  const TaskId mlp_reduced = tp_gemm(ctx, state,
+                                     {TaskRole::kMlpDown, op.mlp_down, op.mlp_down_chunk, fwd,
+                                      false, true, op.fp8_cast_mlp_down_in},
+                                     kNoTask);
   return p.compute(TaskRole::kMlpResidual, op.residual.forward, {mlp_reduced});
 }
 
@@ -104,6 +125,11 @@ TaskId lower_layer_forward(const LoweringContext& ctx, RankState& state, int64_t
     p.alloc(Stream::kCompute, BufferClass::kLayerInput, ctx.layer_input_bytes);
   } else {
     p.alloc(Stream::kCompute, BufferClass::kActivations, ctx.stored_bytes);
+  }
+  // FP8: Transformer Engine casts (and transposes) the layer's weights once per step, in the first
+  // micro-batch (is_first_microbatch), unless they are kept in FP8.
+  if (ctx.ops.fp8_weight_cast >= 0 && p.micro_batch() == 0) {
+    params = p.compute(TaskRole::kFp8Cast, ctx.ops.fp8_weight_cast, {params});
   }
   return layer_forward_ops(ctx, state, input, params);
 }
@@ -123,18 +149,26 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
     p.set_phase(Phase::kBackward);
   }
   const auto bwd = Direction::kBackward;
+  const int64_t column_in = column_input_bytes(ctx);
+  const int64_t msg = ctx.tp_message_bytes;
   const TaskId mlp_residual =
       p.compute(TaskRole::kMlpResidual, op.residual.backward, {grad, params});
-  tp_gemm(ctx, state, TaskRole::kMlpDown, op.mlp_down, op.mlp_down_chunk, bwd, mlp_residual, true,
-          false);
+  tp_gemm(ctx, state,
+          {TaskRole::kMlpDown, op.mlp_down, op.mlp_down_chunk, bwd, true, false,
+           op.fp8_grad_mlp_down, msg},
+          mlp_residual);
   const TaskId act = p.compute(TaskRole::kMlpAct, op.mlp_act.backward);
   // Sequence parallel: gather norm2's output again for the MLP-up weight gradient.
-  const TaskId up_reduced =
-      tp_gemm(ctx, state, TaskRole::kMlpUp, op.mlp_up, op.mlp_up_chunk, bwd, act, true, true);
+  const TaskId up_reduced = tp_gemm(ctx, state,
+                                    {TaskRole::kMlpUp, op.mlp_up, op.mlp_up_chunk, bwd, true, true,
+                                     op.fp8_grad_mlp_up, column_in},
+                                    act);
   p.compute(TaskRole::kNorm2, op.norm.backward, {up_reduced});
   const TaskId attn_residual = p.compute(TaskRole::kAttnResidual, op.residual.backward);
-  tp_gemm(ctx, state, TaskRole::kAttnOut, op.attn_out, op.attn_out_chunk, bwd, attn_residual, true,
-          false);
+  tp_gemm(ctx, state,
+          {TaskRole::kAttnOut, op.attn_out, op.attn_out_chunk, bwd, true, false,
+           op.fp8_grad_attn_out, msg},
+          attn_residual);
   const bool rebuild_scores = recomputes_attention_scores(ctx.plan);
   if (rebuild_scores) {
     // Rebuild the softmax and dropout outputs (5as^2b/t bytes) from the stored Q, K and V.
@@ -148,7 +182,9 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
     p.release(Stream::kCompute, BufferClass::kAttentionScores, ctx.scores_bytes);
   }
   const TaskId qkv_reduced =
-      tp_gemm(ctx, state, TaskRole::kQkv, op.qkv, op.qkv_chunk, bwd, attention, true, true);
+      tp_gemm(ctx, state,
+              {TaskRole::kQkv, op.qkv, op.qkv_chunk, bwd, true, true, op.fp8_grad_qkv, column_in},
+              attention);
   const TaskId input_grad = p.compute(TaskRole::kNorm1, op.norm.backward, {qkv_reduced});
   if (recompute == RecomputeKind::kFull) {
     p.release(Stream::kCompute, BufferClass::kActivations, ctx.full_layer_bytes);

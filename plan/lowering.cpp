@@ -4,6 +4,7 @@
 
 #include "plan/lowering.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 #include "plan/activation_memory.hpp"
@@ -30,6 +31,15 @@ OpTable build_op_table(const ModelSpec& model, const ParallelPlan& plan, TaskGra
   ops.mlp_up = intern(graph, shapes.mlp_up);
   ops.mlp_act = intern(graph, shapes.mlp_act);
   ops.mlp_down = intern(graph, shapes.mlp_down);
+  if (plan.fp8 != Fp8Format::kNone) {
+    ops.fp8_cast_attn_out_in = graph.add_op(shapes.fp8_cast_attn_out_in);
+    ops.fp8_cast_mlp_down_in = graph.add_op(shapes.fp8_cast_mlp_down_in);
+    ops.fp8_grad_qkv = graph.add_op(shapes.fp8_grad_qkv);
+    ops.fp8_grad_attn_out = graph.add_op(shapes.fp8_grad_attn_out);
+    ops.fp8_grad_mlp_up = graph.add_op(shapes.fp8_grad_mlp_up);
+    ops.fp8_grad_mlp_down = graph.add_op(shapes.fp8_grad_mlp_down);
+    if (!plan.fp8_param_gather) ops.fp8_weight_cast = graph.add_op(shapes.fp8_weight_cast);
+  }
   if (plan.overlap.tp_comm) {
     ops.qkv_chunk = intern(graph, shapes.qkv_chunk);
     ops.attn_out_chunk = intern(graph, shapes.attn_out_chunk);
@@ -61,6 +71,15 @@ RankGroups rank_groups(const LoweringContext& ctx, TaskGraph& graph, int64_t ran
     groups.embedding = graph.add_group(
         GroupKind::kEmbedding, {static_cast<int32_t>(layout.rank_of(c.dp, 0, c.tp)),
                                 static_cast<int32_t>(layout.rank_of(c.dp, plan.pp - 1, c.tp))});
+  }
+  if (plan.fp8 != Fp8Format::kNone && plan.dp * plan.tp > 1) {
+    std::vector<int32_t> stage_ranks;
+    for (int64_t dp = 0; dp < plan.dp; ++dp) {
+      for (int64_t tp = 0; tp < plan.tp; ++tp)
+        stage_ranks.push_back(static_cast<int32_t>(layout.rank_of(dp, c.pp, tp)));
+    }
+    std::sort(stage_ranks.begin(), stage_ranks.end());
+    groups.stage = graph.add_group(GroupKind::kStage, std::move(stage_ranks));
   }
   if (plan.zero_stage == 0 && plan.tp * plan.pp > 1) {
     groups.grad_norm =
@@ -111,6 +130,17 @@ class PassLowering {
   void wait_unless_overlapped(TaskId send) {
     if (ctx_.plan.schedule != ScheduleKind::kInterleaved)
       state_.program.block_next_compute_on(send);
+  }
+  // FP8 delayed scaling: after each forward and backward pass of a model chunk Transformer Engine
+  // all-reduces the amaxes of its FP8 tensors over the stage's data- and tensor-parallel ranks
+  // (Megatron's amax reduction group), a blocking call on the main stream.
+  void reduce_amaxes() {
+    if (state_.groups.stage < 0) return;
+    RankProgram& p = state_.program;
+    const int64_t bytes = ctx_.amax_bytes * ctx_.chunk_layers(state_.stage);
+    p.block_next_compute_on(p.collective(TaskRole::kAmaxReduce, Stream::kTpComm,
+                                         CollectiveKind::kAllReduce, state_.groups.stage, bytes,
+                                         {p.last_compute()}));
   }
   // The parameters a block's forward waits for: its ZeRO-3 gather, or under
   // --overlap-param-gather its bucket's all-gather in the step's first forward.
@@ -181,6 +211,7 @@ void PassLowering::forward(const PipelineWork& work) {
     release_params(ctx_, state_, ctx_.layer_param_bytes, input);
   }
   p.set_layer(-1);
+  reduce_amaxes();
   if (receives) p.release(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
 
   if (ctx_.last_virtual_stage(stage, work.chunk)) {
@@ -259,6 +290,7 @@ void PassLowering::backward(const PipelineWork& work) {
     sync_gradients(ctx_, state_, work.chunk, {ParamBlock::kLayer, layer}, last_pass, grad);
   }
   p.set_layer(-1);
+  reduce_amaxes();
   if (receives) p.release(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
 
   if (ctx_.first_virtual_stage(stage, work.chunk)) {
@@ -303,7 +335,11 @@ LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& pla
   layer_input_bytes = strata::layer_input_bytes(model, plan);
   head_bytes = head_activation_bytes(model, plan);
   pipe_bytes = pipeline_message_bytes(model, plan);
-  layer_param_bytes = sizes.layer * e;
+  fp8_gemm_weights = sizes.layer_gemm_weights;
+  // --fp8-param-gather: the GEMM weights are kept and gathered in FP8 (1 byte).
+  layer_param_bytes = sizes.layer * e - (plan.fp8_param_gather ? fp8_gemm_weights * (e - 1) : 0);
+  // Delayed scaling's amaxes: input, weight and gradient of each FP8 GEMM, fp32, per layer.
+  amax_bytes = 4 * 3 * 4;
   embedding_param_bytes = sizes.embedding * e;
   head_param_bytes = sizes.head * e;
   // A tied LM head on the embedding's own stage uses the embedding's table: ZeRO 3 gathers it

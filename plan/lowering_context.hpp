@@ -21,8 +21,12 @@ struct OpPair {
 struct OpTable {
   OpPair norm, qkv, attention, attn_out, residual, mlp_up, mlp_act, mlp_down;  // a layer
   OpPair qkv_chunk, attn_out_chunk, mlp_up_chunk, mlp_down_chunk;  // --tp-comm-overlap only
-  OpPair embedding, final_norm, lm_head, loss;                     // first, last stage
-  std::vector<int32_t> optimizer;                                  // per stage
+  // FP8 only: forward input casts, backward gradient casts (PlanOpShapes), the weight cast.
+  int32_t fp8_cast_attn_out_in = -1, fp8_cast_mlp_down_in = -1;
+  int32_t fp8_grad_qkv = -1, fp8_grad_attn_out = -1, fp8_grad_mlp_up = -1, fp8_grad_mlp_down = -1;
+  int32_t fp8_weight_cast = -1;
+  OpPair embedding, final_norm, lm_head, loss;  // first, last stage
+  std::vector<int32_t> optimizer;               // per stage
 };
 
 struct LoweringContext {
@@ -47,6 +51,8 @@ struct LoweringContext {
   int64_t embedding_param_bytes = 0;  // the first stage's embedding on one TP rank
   int64_t head_param_bytes = 0;       // the last stage's final norm and LM head on one TP rank
   int64_t head_gather_bytes = 0;      // what ZeRO 3 gathers for the head (+ a shared table)
+  int64_t fp8_gemm_weights = 0;       // a layer's GEMM weights on one TP rank (FP8 when fp8)
+  int64_t amax_bytes = 0;             // FP8: one layer's amaxes, reduced after each pass
 
   // First global layer and layer count of model chunk `chunk` on `stage`.
   int64_t first_layer(int64_t stage, int64_t chunk) const;
@@ -65,6 +71,7 @@ struct RankGroups {
   int32_t dp = -1;
   int32_t embedding = -1;
   int32_t grad_norm = -1;
+  int32_t stage = -1;  // FP8's amax reduction group
 };
 
 // A parameter block whose gradients a backward pass completes.

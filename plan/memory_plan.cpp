@@ -12,6 +12,15 @@ namespace {
 
 int64_t sharded(int64_t bytes, int64_t shards) { return (bytes + shards - 1) / shards; }
 
+// Transformer Engine's FP8 copy of each layer GEMM weight and its transpose (1 + 1 bytes), kept
+// beside the 16-bit weights across micro-batches; --fp8-param-gather keeps the weights in FP8
+// instead, with no 16-bit copy: the same 2 bytes as the 16-bit weights (so nothing is added).
+// ZeRO 3 casts the gathered weights as it uses them.
+int64_t fp8_weight_copy_bytes(const ModelSpec& model, const ParallelPlan& plan, int64_t layers) {
+  if (plan.fp8 == Fp8Format::kNone || plan.fp8_param_gather || plan.zero_stage == 3) return 0;
+  return 2 * layers * shard_sizes(model, plan).layer_gemm_weights;
+}
+
 struct LiveMemory {
   int64_t activations = 0;
   int64_t buffers = 0;
@@ -74,7 +83,7 @@ MemoryPlan plan_memory(const TaskGraph& graph, const ModelSpec& model, const Par
     stage.layers = stage_layers[s];
     stage.parameters = parameters[s];
     const ModelStateBytes states = model_state_bytes(stage.parameters, plan);
-    stage.at_peak.params = states.params;
+    stage.at_peak.params = states.params + fp8_weight_copy_bytes(model, plan, stage.layers);
     stage.at_peak.grads = states.grads;
     stage.at_peak.optimizer = states.optimizer;
     memory.stages.push_back(stage);
@@ -107,7 +116,8 @@ int64_t peak_memory_lower_bound_bytes(const ModelSpec& model, const ParallelPlan
     const int64_t in_flight = plan.schedule == ScheduleKind::kGpipe
                                   ? micro_batches
                                   : std::min(plan.pp - s, micro_batches);
-    const int64_t states = model_state_bytes(parameters[static_cast<size_t>(s)], plan).total();
+    const int64_t states = model_state_bytes(parameters[static_cast<size_t>(s)], plan).total() +
+                           fp8_weight_copy_bytes(model, plan, stage_layers[static_cast<size_t>(s)]);
     peak = std::max(peak, states + in_flight * stage_layers[static_cast<size_t>(s)] * stored);
   }
   return peak;

@@ -14,10 +14,18 @@ OpShapePair pair(OpShape forward, OpShape backward, bool tp_replicated = false) 
   return {forward, backward};
 }
 
+// A memory-bound FP8 cast or transpose over `elements`, moving `bytes_per_element` each (no
+// model FLOPs: the step's FLOPs do not depend on the plan).
+OpShape fp8_cast(int64_t elements, int64_t bytes_per_element, Direction direction) {
+  return elementwise_op(elements, 0, bytes_per_element, direction, DType::kFp8);
+}
+
 }  // namespace
 
 PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   const DType dt = plan.dtype;
+  const bool fp8 = plan.fp8 != Fp8Format::kNone;
+  const DType gemm = fp8 ? DType::kFp8 : dt;  // the transformer layers' four GEMMs
   const int64_t b = plan.micro_batch;
   const int64_t s = plan.seq_len;
   const int64_t t = plan.tp;
@@ -38,28 +46,40 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   PlanOpShapes ops;
   ops.norm = pair(norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt), replicated);
   const int64_t qkv_cols = (h + 2 * m.kv_hidden()) / t;
-  ops.qkv = pair(matmul_op(sb, qkv_cols, h, fwd, dt), matmul_op(sb, qkv_cols, h, bwd, dt));
+  ops.qkv = pair(matmul_op(sb, qkv_cols, h, fwd, gemm), matmul_op(sb, qkv_cols, h, bwd, gemm));
   const auto attention =
       plan.attention == AttentionKind::kFlash ? flash_attention_op : attention_op;
   ops.attention =
       pair(attention(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, m.sliding_window, fwd, dt),
            attention(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, m.sliding_window, bwd, dt));
-  ops.attn_out = pair(matmul_op(sb, h, h / t, fwd, dt), matmul_op(sb, h, h / t, bwd, dt));
+  ops.attn_out = pair(matmul_op(sb, h, h / t, fwd, gemm), matmul_op(sb, h, h / t, bwd, gemm));
   ops.residual = pair(elementwise_op(rows * h, 2, residual_tensors, fwd, dt),
                       elementwise_op(rows * h, 2, residual_tensors, bwd, dt), replicated);
   const int64_t up_cols = (swiglu ? 2 : 1) * f;
-  ops.mlp_up = pair(matmul_op(sb, up_cols, h, fwd, dt), matmul_op(sb, up_cols, h, bwd, dt));
+  ops.mlp_up = pair(matmul_op(sb, up_cols, h, fwd, gemm), matmul_op(sb, up_cols, h, bwd, gemm));
   ops.mlp_act = pair(elementwise_op(sb * f, act_flops, act_tensors, fwd, dt),
                      elementwise_op(sb * f, act_flops, act_tensors, bwd, dt));
-  ops.mlp_down = pair(matmul_op(sb, h, f, fwd, dt), matmul_op(sb, h, f, bwd, dt));
+  ops.mlp_down = pair(matmul_op(sb, h, f, fwd, gemm), matmul_op(sb, h, f, bwd, gemm));
   const int64_t chunk = std::max<int64_t>(1, sb / t);
   ops.qkv_chunk =
-      pair(matmul_op(chunk, qkv_cols, h, fwd, dt), matmul_op(chunk, qkv_cols, h, bwd, dt));
+      pair(matmul_op(chunk, qkv_cols, h, fwd, gemm), matmul_op(chunk, qkv_cols, h, bwd, gemm));
   ops.attn_out_chunk =
-      pair(matmul_op(chunk, h, h / t, fwd, dt), matmul_op(chunk, h, h / t, bwd, dt));
+      pair(matmul_op(chunk, h, h / t, fwd, gemm), matmul_op(chunk, h, h / t, bwd, gemm));
   ops.mlp_up_chunk =
-      pair(matmul_op(chunk, up_cols, h, fwd, dt), matmul_op(chunk, up_cols, h, bwd, dt));
-  ops.mlp_down_chunk = pair(matmul_op(chunk, h, f, fwd, dt), matmul_op(chunk, h, f, bwd, dt));
+      pair(matmul_op(chunk, up_cols, h, fwd, gemm), matmul_op(chunk, up_cols, h, bwd, gemm));
+  ops.mlp_down_chunk = pair(matmul_op(chunk, h, f, fwd, gemm), matmul_op(chunk, h, f, bwd, gemm));
+  ops.fp8_cast_attn_out_in = fp8_cast(sb * h / t, 3, fwd);
+  ops.fp8_cast_mlp_down_in = fp8_cast(sb * f, 3, fwd);
+  const auto grad_casts = [&](int64_t in_cols, int64_t out_cols) {
+    OpShape op = fp8_cast(sb * out_cols, 4, bwd);
+    op.bytes += 2 * sb * in_cols;  // the saved input's transpose
+    return op;
+  };
+  ops.fp8_grad_qkv = grad_casts(h, qkv_cols);
+  ops.fp8_grad_attn_out = grad_casts(h / t, h);
+  ops.fp8_grad_mlp_up = grad_casts(h, up_cols);
+  ops.fp8_grad_mlp_down = grad_casts(f, h);
+  ops.fp8_weight_cast = fp8_cast(shard_sizes(m, plan).layer_gemm_weights, 4, fwd);
   ops.embedding = pair(embedding_op(sb, h, v, fwd, dt), embedding_op(sb, h, v, bwd, dt), t > 1);
   ops.final_norm = pair(norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt), replicated);
   ops.lm_head = pair(matmul_op(sb, v, h, fwd, dt), matmul_op(sb, v, h, bwd, dt));

@@ -23,7 +23,15 @@ struct PlanOpShapes {
   // --tp-comm-overlap: the four TP-sharded products split into tp chunks of s b / t rows each.
   OpShapePair qkv_chunk, attn_out_chunk, mlp_up_chunk, mlp_down_chunk;
   OpShapePair embedding, final_norm, lm_head, loss;  // first stage, last stage
-  std::vector<OpShape> optimizer;                    // per pipeline stage
+  // FP8 (plan.fp8): Transformer Engine's memory-bound work around the FP8 GEMMs. Forward: the
+  // GEMM inputs no fused norm casts (attention-output and MLP-down), cast to FP8 (read 2 bytes,
+  // write 1 per element). Backward, per GEMM: its output gradient cast to FP8 with a transposed
+  // copy (2 + 1 + 1 bytes) and its saved FP8 input transposed (1 + 1) for the Hopper-only TN
+  // layout of FP8 GEMMs. Once per step, a layer's GEMM weights cast to FP8 and transposed.
+  OpShape fp8_cast_attn_out_in, fp8_cast_mlp_down_in;
+  OpShape fp8_grad_qkv, fp8_grad_attn_out, fp8_grad_mlp_up, fp8_grad_mlp_down;
+  OpShape fp8_weight_cast;
+  std::vector<OpShape> optimizer;  // per pipeline stage
 };
 
 PlanOpShapes plan_op_shapes(const ModelSpec& model, const ParallelPlan& plan);

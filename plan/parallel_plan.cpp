@@ -137,6 +137,16 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
          "add --schedule interleaved or drop --vpp");
   }
   validate_framework(plan, where);
+  if (plan.fp8 != Fp8Format::kNone && plan.dtype != DType::kBf16) {
+    fail("fp8 (--fp8)",
+         fmt::format("FP8 GEMMs run inside bf16 training (Transformer Engine), not {}",
+                     to_string(plan.dtype)),
+         "use --dtype bf16 with --fp8");
+  }
+  if (plan.fp8_param_gather && plan.fp8 == Fp8Format::kNone) {
+    fail("fp8_param_gather (--fp8-param-gather)", "FP8 parameters need FP8 training",
+         "add --fp8-format hybrid or drop --fp8-param-gather");
+  }
   // Layers over stages and chunks.
   const bool uneven = plan.first_stage_layers > 0 || plan.last_stage_layers > 0;
   if (uneven) {
@@ -167,6 +177,29 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
 
 bool recomputes_attention_scores(const ParallelPlan& plan) {
   return plan.recompute == RecomputeKind::kSelective && plan.attention == AttentionKind::kUnfused;
+}
+
+const char* to_string(Fp8Format format) {
+  switch (format) {
+    case Fp8Format::kNone:
+      return "none";
+    case Fp8Format::kHybrid:
+      return "hybrid";
+    case Fp8Format::kE4m3:
+      return "e4m3";
+  }
+  return "?";
+}
+
+void validate_plan_on_device(const ParallelPlan& plan, const DeviceSpec& device,
+                             const std::string& where) {
+  if (plan.fp8 != Fp8Format::kNone && device.peak_fp8_flops <= 0) {
+    throw InputError(where, "fp8 (--fp8)",
+                     fmt::format("{} has no FP8 tensor cores (its device file gives no fp8 peak; "
+                                 "data/reference/hardware.csv has none for A100 or V100)",
+                                 device.name),
+                     "drop --fp8, or use a device with FP8: h100-sxm, h200 or b200");
+  }
 }
 
 const char* to_string(AttentionKind kind) {

@@ -11,6 +11,7 @@
 
 #include "models/model_spec.hpp"
 #include "models/ops.hpp"
+#include "topologies/device_spec.hpp"
 
 namespace strata {
 
@@ -23,6 +24,11 @@ enum class RecomputeKind : uint8_t { kNone, kSelective, kFull };
 //  - unfused: Megatron-LM 2022's path (Korthikanti et al. 2022): batched products around a fused
 //    scale-mask-softmax, whose (b, heads, s, s) scores cross HBM and are stored for the backward.
 enum class AttentionKind : uint8_t { kFlash, kUnfused };
+
+// FP8 training with Transformer Engine (--fp8-format, Megatron's spelling; --fp8): the
+// transformer layers' GEMMs in FP8 (hybrid: E4M3 forward, E5M2 gradients; e4m3: E4M3 both),
+// everything else in the training dtype. The formats cost the same; the plan keeps the choice.
+enum class Fp8Format : uint8_t { kNone, kHybrid, kE4m3 };
 
 // The software stack that runs the plan (--framework). It sets the defaults of the fields that
 // follow (plan/framework.cpp has the table and the source of each), which can each be set on
@@ -83,6 +89,10 @@ struct ParallelPlan {
   // reduce_bucket_size, PyTorch DDP's bucket_cap_mb over the gradient's bytes); 0: Megatron-Core's
   // default, max(40M, 1M x dp) with --overlap-grad-reduce and the whole stage without.
   int64_t bucket_size = 0;
+  Fp8Format fp8 = Fp8Format::kNone;
+  // --fp8-param-gather (Megatron) / FSDP2's float8 all-gather: the layers' GEMM weights are kept
+  // and all-gathered in FP8 instead of 16-bit with an FP8 copy beside them.
+  bool fp8_param_gather = false;
   // Uneven pipeline split (Megatron's --decoder-first/last-pipeline-num-layers; Llama 3 405B runs
   // 126 layers on 16 stages with one layer fewer on the first and the last). 0: even split.
   int64_t first_stage_layers = 0;
@@ -121,5 +131,11 @@ bool recomputes_attention_scores(const ParallelPlan& plan);
 const char* to_string(ScheduleKind kind);
 const char* to_string(RecomputeKind kind);
 const char* to_string(AttentionKind kind);
+const char* to_string(Fp8Format format);
+
+// What the plan needs of the device: FP8 tensor cores for --fp8. Throws InputError naming
+// `where` and the field with its flag.
+void validate_plan_on_device(const ParallelPlan& plan, const DeviceSpec& device,
+                             const std::string& where);
 
 }  // namespace strata

@@ -32,6 +32,8 @@ constexpr std::pair<const char*, RecomputeKind> kRecomputes[] = {
     {"full", RecomputeKind::kFull}};
 constexpr std::pair<const char*, AttentionKind> kAttentions[] = {
     {"flash", AttentionKind::kFlash}, {"unfused", AttentionKind::kUnfused}};
+constexpr std::pair<const char*, Fp8Format> kFp8Formats[] = {
+    {"none", Fp8Format::kNone}, {"hybrid", Fp8Format::kHybrid}, {"e4m3", Fp8Format::kE4m3}};
 constexpr std::pair<const char*, DType> kDtypes[] = {
     {"bf16", DType::kBf16}, {"fp16", DType::kFp16}, {"fp32", DType::kFp32}};
 
@@ -58,6 +60,8 @@ constexpr std::string_view kPlanKeys[] = {"dp",
                                           "fp32_params",
                                           "fp32_master_weights",
                                           "fp32_optimizer_states",
+                                          "fp8",
+                                          "fp8_param_gather",
                                           "first_stage_layers",
                                           "last_stage_layers"};
 
@@ -75,6 +79,11 @@ RecomputeKind parse_recompute(const std::string& name, const std::string& where,
 
 DType parse_dtype(const std::string& name, const std::string& where, const std::string& field) {
   return parse_name(name, kDtypes, where, field);
+}
+
+Fp8Format parse_fp8_format(const std::string& name, const std::string& where,
+                           const std::string& field) {
+  return parse_name(name, kFp8Formats, where, field);
 }
 
 AttentionKind parse_attention(const std::string& name, const std::string& where,
@@ -132,6 +141,10 @@ ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan,
       fields.boolean("fp32_master_weights", precision.fp32_master_weights);
   precision.fp32_optimizer_states =
       fields.boolean("fp32_optimizer_states", precision.fp32_optimizer_states);
+  if (fields.has("fp8")) {
+    plan.fp8 = parse_fp8_format(fields.string("fp8"), fields.where(), fields.field_name("fp8"));
+  }
+  plan.fp8_param_gather = fields.boolean("fp8_param_gather", plan.fp8_param_gather);
   return plan;
 }
 
@@ -160,6 +173,8 @@ nlohmann::json plan_to_json(const ParallelPlan& plan) {
   out["fp32_params"] = plan.precision.fp32_params;
   out["fp32_master_weights"] = plan.precision.fp32_master_weights;
   out["fp32_optimizer_states"] = plan.precision.fp32_optimizer_states;
+  out["fp8"] = to_string(plan.fp8);
+  out["fp8_param_gather"] = plan.fp8_param_gather;
   if (plan.first_stage_layers > 0) out["first_stage_layers"] = plan.first_stage_layers;
   if (plan.last_stage_layers > 0) out["last_stage_layers"] = plan.last_stage_layers;
   return out;

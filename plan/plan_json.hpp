@@ -8,7 +8,8 @@
 //    "framework": "megatron-core|megatron-2022|deepspeed|fsdp2|ddp|horovod" (its preset applies
 //    first, the other keys override it), "tp_comm_overlap", "overlap_grad_reduce",
 //    "overlap_param_gather", "overlap_p2p_comm" (bool), "bucket_size" (parameters, 0: Megatron's
-//    default), "fp32_grads", "fp32_params", "fp32_master_weights", "fp32_optimizer_states"}
+//    default), "fp32_grads", "fp32_params", "fp32_master_weights", "fp32_optimizer_states",
+//    "fp8": "none|hybrid|e4m3", "fp8_param_gather" (bool)}
 
 #include <optional>
 #include <string>
@@ -34,5 +35,7 @@ RecomputeKind parse_recompute(const std::string& name, const std::string& where,
 DType parse_dtype(const std::string& name, const std::string& where, const std::string& field);
 AttentionKind parse_attention(const std::string& name, const std::string& where,
                               const std::string& field);
+Fp8Format parse_fp8_format(const std::string& name, const std::string& where,
+                           const std::string& field);
 
 }  // namespace strata

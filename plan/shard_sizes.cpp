@@ -11,6 +11,7 @@ ShardSizes shard_sizes(const ModelSpec& model, const ParallelPlan& plan) {
   ShardSizes sizes;
   sizes.vocab_shard = (model.vocab + t - 1) / t;
   int64_t layer = h * (h + 2 * kv) / t + (h / t) * h + up_matrices * h * (f / t) + (f / t) * h;
+  sizes.layer_gemm_weights = layer;
   if (model.qkv_bias) layer += (h + 2 * kv) / t;
   if (model.linear_bias) layer += h + up_matrices * (f / t) + h;
   const int64_t norm = model.norm == NormKind::kLayerNorm ? 2 * h : h;

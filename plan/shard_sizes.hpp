@@ -13,8 +13,9 @@
 namespace strata {
 
 struct ShardSizes {
-  int64_t layer = 0;        // one transformer layer, per TP rank
-  int64_t embedding = 0;    // token embedding shard (+ positions) on the first stage
+  int64_t layer = 0;               // one transformer layer, per TP rank
+  int64_t layer_gemm_weights = 0;  // of which the four GEMMs' weight matrices (FP8 under fp8)
+  int64_t embedding = 0;           // token embedding shard (+ positions) on the first stage
   int64_t head = 0;         // final norm + LM head shard on the last stage (a tied embedding's
                             // copy there when pp > 1, as Megatron keeps one)
   int64_t vocab_shard = 0;  // vocabulary rows per TP rank

@@ -54,8 +54,14 @@ bool opens(const ParamBucket& bucket, ParamBlock block) {
   return block.kind == ParamBlock::kHead;
 }
 
-int64_t gathered_bytes(const LoweringContext& ctx, const RankBucket& bucket) {
-  return bucket.parameters * bytes_per_element(ctx.plan.dtype);
+// A bucket's updated parameters in their working precision; under --fp8-param-gather its layers'
+// GEMM weights in FP8.
+int64_t gathered_bytes(const LoweringContext& ctx, const RankState& state,
+                       const RankBucket& bucket) {
+  const int64_t e = bytes_per_element(ctx.plan.dtype);
+  const int64_t fp8_weights =
+      ctx.plan.fp8_param_gather ? bucket_of(state, bucket).layers * ctx.fp8_gemm_weights : 0;
+  return bucket.parameters * e - fp8_weights * (e - 1);
 }
 
 }  // namespace
@@ -148,7 +154,7 @@ TaskId await_param_gather(const LoweringContext& ctx, RankState& state, int64_t 
     const RankBucket& bucket = buckets[buckets.size() - 1 - forward_index];
     gathers.push_back(state.program.bucket_collective(
         TaskRole::kParamGather, CollectiveKind::kAllGather, state.groups.dp,
-        gathered_bytes(ctx, bucket), bucket.index,
+        gathered_bytes(ctx, state, bucket), bucket.index,
         std::initializer_list<TaskId>{state.program.last_compute()}));
   };
   for (size_t i = 0; i < buckets.size(); ++i) {
@@ -210,7 +216,7 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
         const ParamBucket& blocks = bucket_of(state, *bucket);
         p.set_layer(blocks.layers > 0 ? blocks.first_layer : -1);
         p.bucket_collective(TaskRole::kParamGather, CollectiveKind::kAllGather, state.groups.dp,
-                            gathered_bytes(ctx, *bucket), bucket->index,
+                            gathered_bytes(ctx, state, *bucket), bucket->index,
                             std::initializer_list<TaskId>{step});
       }
     }

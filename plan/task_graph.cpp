@@ -148,6 +148,8 @@ const char* to_string(GroupKind kind) {
       return "model-parallel";
     case GroupKind::kWorld:
       return "world";
+    case GroupKind::kStage:
+      return "stage";
   }
   return "?";
 }
@@ -218,6 +220,10 @@ const char* to_string(TaskRole role) {
       return "optimizer";
     case TaskRole::kLayerBuffer:
       return "buffer";
+    case TaskRole::kFp8Cast:
+      return "fp8_cast";
+    case TaskRole::kAmaxReduce:
+      return "amax_reduce";
   }
   return "?";
 }

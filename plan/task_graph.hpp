@@ -56,6 +56,7 @@ enum class GroupKind : uint8_t {
   kEmbedding,      // first and last stage holding a tied embedding
   kModelParallel,  // tp x pp ranks of one replica (gradient norm with ZeRO 0)
   kWorld,          // every rank (gradient norm with ZeRO >= 1)
+  kStage,          // dp x tp ranks of one pipeline stage (FP8 amax reduction)
 };
 enum class P2pKind : uint8_t { kSend, kRecv };
 enum class MemoryAction : uint8_t { kAlloc, kFree };
@@ -96,6 +97,8 @@ enum class TaskRole : uint8_t {
   kGradNorm,
   kOptimizer,    // data parallel and step
   kLayerBuffer,  // memory tasks of a layer's buffers
+  kFp8Cast,      // FP8: casts and transposes around the FP8 GEMMs
+  kAmaxReduce,   // FP8: the amax all-reduce of delayed scaling
 };
 
 const char* to_string(Stream stream);

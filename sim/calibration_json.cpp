@@ -31,6 +31,10 @@ constexpr std::string_view kOpKinds[] = {"matmul", "attention",   "flash_attenti
                                          "norm",   "elementwise", "embedding",
                                          "loss",   "optimizer"};
 static_assert(std::size(kOpKinds) == kOpKindCount, "one name per OpKind");
+// The ops object's keys: the op kinds, and FP8 matmuls.
+constexpr std::string_view kOpsKeys[] = {"matmul", "attention",   "flash_attention",
+                                         "norm",   "elementwise", "embedding",
+                                         "loss",   "optimizer",   "matmul_fp8"};
 
 // [[size, efficiency], ...]: sizes > 0 and increasing, efficiencies in (0, 1].
 EfficiencyCurve read_curve(const JsonFields& fields, std::string_view key) {
@@ -71,14 +75,16 @@ DeviceEfficiency read_device(const JsonFields& fields) {
   }
   if (!fields.has("ops")) return eff;
   const JsonFields ops = fields.object("ops");
-  ops.refuse_unknown(kOpKinds);
-  for (size_t kind = 0; kind < std::size(kOpKinds); ++kind) {
-    if (!ops.has(kOpKinds[kind])) continue;
-    const JsonFields op = ops.object(kOpKinds[kind]);
+  ops.refuse_unknown(kOpsKeys);
+  const auto read_op = [&](std::string_view key, OpEfficiency& out) {
+    if (!ops.has(key)) return;
+    const JsonFields op = ops.object(key);
     op.refuse_unknown(kOpFields);
-    if (op.has("flops_efficiency")) eff.ops[kind].flops = read_curve(op, "flops_efficiency");
-    if (op.has("memory_efficiency")) eff.ops[kind].memory = read_curve(op, "memory_efficiency");
-  }
+    if (op.has("flops_efficiency")) out.flops = read_curve(op, "flops_efficiency");
+    if (op.has("memory_efficiency")) out.memory = read_curve(op, "memory_efficiency");
+  };
+  for (size_t kind = 0; kind < std::size(kOpKinds); ++kind) read_op(kOpKinds[kind], eff.ops[kind]);
+  read_op("matmul_fp8", eff.fp8_matmul);
   return eff;
 }
 

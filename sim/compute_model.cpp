@@ -37,7 +37,7 @@ DeviceEfficiency efficiency_for(const DeviceSpec& device,
 
 TimeNs compute_time_ns(const DeviceSpec& device, const DeviceEfficiency& efficiency,
                        const OpShape& op) {
-  const OpEfficiency& eff = efficiency.op(op.kind);
+  const OpEfficiency& eff = efficiency.op(op);
   const auto flops = static_cast<double>(op.flops);
   const auto bytes = static_cast<double>(op.bytes);
   double seconds = 0;

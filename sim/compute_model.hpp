@@ -38,12 +38,18 @@ struct OpEfficiency {
 struct DeviceEfficiency {
   std::string device;                          // DeviceSpec::name it applies to
   std::array<OpEfficiency, kOpKindCount> ops;  // by OpKind
+  OpEfficiency fp8_matmul;                     // matmuls in FP8 (DType::kFp8)
   // Compute runs this much slower while communication kernels share the GPU: rate 1 / (1 + f).
   double comm_slowdown = 0;
   // Overrides the device's launch overhead when set (measured per-kernel gap).
   std::optional<int64_t> launch_overhead_ns;
 
   const OpEfficiency& op(OpKind kind) const { return ops[static_cast<size_t>(kind)]; }
+  // The table an op is priced by: its kind's, or fp8_matmul for an FP8 matmul.
+  const OpEfficiency& op(const OpShape& shape) const {
+    return shape.kind == OpKind::kMatmul && shape.dtype == DType::kFp8 ? fp8_matmul
+                                                                       : op(shape.kind);
+  }
 };
 
 // Efficiency tables for one or more devices, as `strata calibrate` writes them.

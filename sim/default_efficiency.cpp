@@ -7,6 +7,11 @@
 // `bench/reference_compare` prints the comparison. The matmul curve's ceiling stays below the
 // measured matmul maximum of hardware.csv (271.2 of 312 TFLOP/s, 86.9%).
 //
+// FP8 matmuls (Transformer Engine's GEMMs under --fp8) follow the same rule with the device's
+// measured FP8 maximum over its FP8 peak (hardware.csv: H100 1402.6 / 1979 = 70.9%, H200
+// 1453.4 / 1979 = 73.4%, B200 3432.5 / 4500 = 76.3%): a GEMM reaches the same share of its
+// measured maximum in either dtype.
+//
 // H100, H200, B200 and devices read from files: no end-to-end measurement in data/reference
 // covers them, so their tables are the A100's with the compute-bound curves (matmul, attention)
 // scaled by the ratio of the device's measured matmul maximum to its dense peak over the A100's
@@ -91,6 +96,12 @@ double matmul_fraction(const DeviceSpec& device) {
 DeviceEfficiency default_efficiency(const DeviceSpec& device) {
   DeviceEfficiency eff = a100_efficiency();
   eff.device = device.name;
+  const OpEfficiency& a100_matmul = eff.ops[static_cast<size_t>(OpKind::kMatmul)];
+  eff.fp8_matmul = a100_matmul;
+  if (device.measured_matmul_fp8_flops > 0 && device.peak_fp8_flops > 0) {
+    const double fp8 = device.measured_matmul_fp8_flops / device.peak_fp8_flops;
+    eff.fp8_matmul.flops = scaled(a100_matmul.flops, fp8 / kA100MatmulFraction);
+  }
   if (const double fraction = matmul_fraction(device); fraction > 0) {
     const double factor = fraction / kA100MatmulFraction;
     for (const OpKind kind : {OpKind::kMatmul, OpKind::kAttention, OpKind::kFlashAttention}) {

@@ -26,9 +26,9 @@ std::span<const EmbeddedFile> embedded_devices();
 namespace {
 
 constexpr std::string_view kDeviceFields[] = {
-    "name",        "peak_tflops",        "measured_matmul_bf16_tflops", "hbm_gb",
-    "hbm_bw_gbps", "launch_overhead_us", "price_usd_per_hour",          "tdp_watts",
-    "host_cores"};
+    "name",      "peak_tflops", "measured_matmul_bf16_tflops", "measured_matmul_fp8_tflops",
+    "hbm_gb",    "hbm_bw_gbps", "launch_overhead_us",          "price_usd_per_hour",
+    "tdp_watts", "host_cores"};
 constexpr std::string_view kPeakFields[] = {"bf16", "fp16", "fp32", "tf32", "fp8"};
 
 double tflops_to_flops(double tflops) { return tflops * kFlopsPerTflop; }
@@ -61,6 +61,14 @@ DeviceSpec parse_device(const JsonFields& fields) {
                             device.peak_bf16_flops / kFlopsPerTflop),
                 "check both figures; the peak is the dense (no sparsity) one");
   }
+  device.measured_matmul_fp8_flops = tflops_to_flops(
+      fields.optional_positive_number("measured_matmul_fp8_tflops", true).value_or(0));
+  if (device.measured_matmul_fp8_flops > device.peak_fp8_flops) {
+    fields.fail("measured_matmul_fp8_tflops",
+                fmt::format("a measured rate above the fp8 peak ({} TFLOP/s)",
+                            device.peak_fp8_flops / kFlopsPerTflop),
+                "check both figures, or give peak_tflops.fp8");
+  }
   device.hbm_bytes = std::llround(fields.positive_number("hbm_gb") * kBytesPerGB);
   device.hbm_bw_gbps = fields.positive_number("hbm_bw_gbps");
   device.launch_overhead_ns =
@@ -83,6 +91,8 @@ double DeviceSpec::peak_flops(DType dtype) const {
       return peak_fp16_flops;
     case DType::kFp32:
       return peak_tf32_flops > 0 ? peak_tf32_flops : peak_fp32_flops;
+    case DType::kFp8:
+      return peak_fp8_flops;
   }
   STRATA_ASSERT(false, "peak_flops: unknown dtype");
   return 0;

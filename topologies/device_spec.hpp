@@ -19,6 +19,7 @@ struct DeviceSpec {
   double peak_tf32_flops = 0;             // 0 when the device has no TF32
   double peak_fp8_flops = 0;              // 0 when the device has no FP8
   double measured_matmul_bf16_flops = 0;  // best measured bf16 GEMM (MAMF); 0 when unknown
+  double measured_matmul_fp8_flops = 0;   // best measured fp8 GEMM (MAMF); 0 when unknown
   int64_t hbm_bytes = 0;                  // memory capacity, bytes (GB = 1e9 as the datasheet)
   double hbm_bw_gbps = 0;                 // memory bandwidth, GB/s
   int64_t launch_overhead_ns = 0;         // per-kernel launch cost

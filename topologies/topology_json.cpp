@@ -54,6 +54,7 @@ nlohmann::json device_to_json(const DeviceSpec& device) {
            {"fp8", flops_to_tflops(device.peak_fp8_flops)},
        }},
       {"measured_matmul_bf16_tflops", flops_to_tflops(device.measured_matmul_bf16_flops)},
+      {"measured_matmul_fp8_tflops", flops_to_tflops(device.measured_matmul_fp8_flops)},
       {"hbm_gb", static_cast<double>(device.hbm_bytes) / kBytesPerGB},
       {"hbm_bw_gbps", device.hbm_bw_gbps},
       {"launch_overhead_us", ns_to_us(device.launch_overhead_ns)},

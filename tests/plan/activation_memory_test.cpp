@@ -167,5 +167,26 @@ TEST_CASE("GPipe holds all micro-batches in flight", "[memory]") {
         Approx(16 * 12 * per_layer).epsilon(0.001));
 }
 
+// NVIDIA's Llama 3 8B example (Megatron-LM examples/llama/train_llama3_8b_h100_fp8.sh): tp 1,
+// pp 1, 8 H100s, seq 8192, micro-batch 1, global batch 128, no recompute, the distributed
+// optimizer with bf16 gradient reduction, FP8 hybrid with FP8 parameters, fused attention. It
+// trains as published, so it must fit: with the unfused attention its (b, heads, s, s) scores
+// alone would take 5as/h x sbh = 10.7 GB per layer.
+TEST_CASE("NVIDIA's Llama 3 8B FP8 example plan fits on 8 H100s", "[memory]") {
+  const ModelSpec model = load_model("llama3-8b");
+  ParallelPlan plan = test::make_plan(8, 1, 1, 1, 128, 8192);
+  plan.zero_stage = 1;
+  plan.precision.fp32_grads = false;  // --grad-reduce-in-bf16
+  plan.overlap.grad_reduce = true;
+  plan.overlap.param_gather = true;
+  plan.fp8 = Fp8Format::kHybrid;
+  plan.fp8_param_gather = true;
+  const CompiledPlan compiled = test::compile_checked(model, plan, GraphMode::kFolded, "dgx-h100");
+  INFO("peak " << compiled.memory.peak_bytes / 1e9 << " GB");
+  CHECK(compiled.memory.fits);
+  plan.attention = AttentionKind::kUnfused;
+  CHECK_FALSE(test::compile_checked(model, plan, GraphMode::kFolded, "dgx-h100").memory.fits);
+}
+
 }  // namespace
 }  // namespace strata
