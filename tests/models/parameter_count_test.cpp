@@ -46,6 +46,16 @@ TEST_CASE("llama3-8b and llama3-70b match the released checkpoints exactly", "[m
   CHECK(zoo_parameters("llama3-70b") == 70'553'706'496);
 }
 
+// The Llama 2 checkpoints as Hugging Face lists them (meta-llama/Llama-2-{7,13,70}b-hf):
+// 6,738,415,616, 13,015,864,320 and 68,976,648,192 parameters; Nemotron-4 340B's technical
+// report states 341B (9.4B embedding and 331.6B non-embedding parameters).
+TEST_CASE("llama2 and nemotron-340b match their published totals", "[models]") {
+  CHECK(zoo_parameters("llama2-7b") == 6'738'415'616);
+  CHECK(zoo_parameters("llama2-13b") == 13'015'864'320);
+  CHECK(zoo_parameters("llama2-70b") == 68'976'648'192);
+  CHECK(static_cast<double>(zoo_parameters("nemotron-340b")) == Approx(341e9).epsilon(0.005));
+}
+
 // GPT-2 small: Hugging Face reports 124,439,808 parameters for openai-community/gpt2 (1024
 // learned positions, LM head tied to the token embedding, biases everywhere).
 TEST_CASE("gpt2-124m has exactly the 124,439,808 parameters Hugging Face reports", "[models]") {

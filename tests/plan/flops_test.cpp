@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "tests/plan/plan_fixtures.hpp"
 #include "tests/reference_csv.hpp"
 
@@ -113,6 +115,40 @@ TEST_CASE("flash attention's hardware FLOPs are the causal pairs plus the recomp
     plan.recompute = RecomputeKind::kSelective;
     CHECK(test::compile_checked(model, plan).flops.hardware == Approx(expected).epsilon(1e-9));
   }
+}
+
+// NeMo reports model TFLOP/s per GPU beside tokens/s per GPU (nemo_h100_perf.csv): their ratio
+// is its model FLOPs per token (Megatron's count: 6 x the matrices' parameters, 12 s h per layer
+// for attention, 6 h V for the LM head). The zoo models Strata validates against those runs must
+// count the same, within 1%: this checks their architectures (Nemotron's shapes are fixed by it).
+TEST_CASE("zoo models' FLOPs per token equal NeMo's for its runs", "[flops][reference]") {
+  const std::pair<const char*, const char*> zoo[] = {{"GPT3-5B", "gpt3-5b"},
+                                                     {"GPT3-20B", "gpt3-20b"},
+                                                     {"GPT3-175B", "gpt3-175b"},
+                                                     {"LLAMA2-7B", "llama2-7b"},
+                                                     {"LLAMA2-13B", "llama2-13b"},
+                                                     {"LLAMA2-70B", "llama2-70b"},
+                                                     {"LLAMA3-8B", "llama3-8b"},
+                                                     {"LLAMA3-70B", "llama3-70b"},
+                                                     {"Nemotron-8B", "nemotron-8b"},
+                                                     {"Nemotron-22B", "nemotron-22b"},
+                                                     {"Nemotron-340B", "nemotron-340b"}};
+  int checked = 0;
+  for (const auto& row : test::read_reference_csv("nemo_h100_perf.csv")) {
+    const auto found = std::find_if(std::begin(zoo), std::end(zoo), [&](const auto& entry) {
+      return row.at("model") == entry.first;
+    });
+    REQUIRE(found != std::end(zoo));
+    INFO(row.at("model"));
+    const ModelSpec model = load_model(found->second);
+    const int64_t seq = std::stoll(row.at("seq_len"));
+    const CompiledPlan compiled = test::compile_checked(model, test::make_plan(1, 1, 1, 1, 1, seq));
+    const double nemo = std::stod(row.at("model_tflops_per_gpu")) * 1e12 /
+                        std::stod(row.at("tokens_per_s_per_gpu"));
+    CHECK(compiled.flops.model / static_cast<double>(seq) == Approx(nemo).epsilon(0.01));
+    ++checked;
+  }
+  CHECK(checked == 12);
 }
 
 }  // namespace
