@@ -136,6 +136,10 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
   command.add_option("--fp8,--fp8-format", flags.fp8,
                      "FP8 GEMMs in the transformer layers (Transformer Engine): hybrid, e4m3 "
                      "or none");
+  command.add_option("--recompute-num-layers", flags.recompute_layers,
+                     "Megatron-LM: full recompute of this many layers per model chunk");
+  command.add_option("--recompute-method", flags.recompute_method,
+                     "Megatron-LM: block (the first --recompute-num-layers layers) or uniform");
   command.add_flag("--fp8-param-gather", flags.fp8_param_gather,
                    "Megatron-LM: keep and all-gather the layers' weights in FP8");
   command.add_option("--first-stage-layers,--decoder-first-pipeline-num-layers",
@@ -232,6 +236,17 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
                      "given with --accumulate-allreduce-grads-in-fp32", "give one of the two");
   }
   if (flags.fp8) plan.fp8 = parse_fp8_format(*flags.fp8, kCommandLine, "--fp8");
+  // Megatron's methods: block recomputes the first N layers of each chunk in full; uniform
+  // checkpoints groups of N layers, which recomputes every layer (counted as block over all).
+  if (flags.recompute_method && *flags.recompute_method != "block" &&
+      *flags.recompute_method != "uniform") {
+    throw InputError(kCommandLine, "--recompute-method",
+                     fmt::format("'{}' is not one of: block, uniform", *flags.recompute_method),
+                     "use block or uniform");
+  }
+  if (flags.recompute_layers && flags.recompute_method.value_or("uniform") == "block") {
+    plan.recompute_layers = *flags.recompute_layers;
+  }
   if (flags.fp8_param_gather) plan.fp8_param_gather = true;
   if (flags.grad_reduce_in_bf16) plan.precision.fp32_grads = false;
   if (flags.grads_in_fp32) plan.precision.fp32_grads = true;

@@ -33,7 +33,9 @@ struct PlanFlags {
   bool overlap_p2p = false, no_overlap_p2p = false;
   std::optional<int64_t> bucket_size;  // --ddp-bucket-size
   bool grad_reduce_in_bf16 = false, grads_in_fp32 = false;
-  std::optional<std::string> fp8;  // --fp8 / --fp8-format
+  std::optional<std::string> fp8;           // --fp8 / --fp8-format
+  std::optional<int64_t> recompute_layers;  // --recompute-num-layers
+  std::optional<std::string> recompute_method;
   bool fp8_param_gather = false;
   bool recompute_activations = false;  // Megatron's --recompute-activations (selective)
   bool sequence_parallel = false;

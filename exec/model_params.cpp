@@ -50,6 +50,11 @@ void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
   if (model.dropout) refuse("dropout", "the CPU executor has no dropout kernel");
   if (!model.qkv_bias || !model.linear_bias)
     refuse("linear_bias", "the CPU executor runs GPT-2's biased projections only");
+  if (plan.recompute_layers > 0) {
+    throw InputError(where, "recompute_layers (--recompute-num-layers)",
+                     "the CPU executor recomputes every layer or none",
+                     "drop --recompute-num-layers (or --recompute-method block)");
+  }
   if (plan.overlap.tp_comm) {
     throw InputError(where, "tp_comm_overlap (--tp-comm-overlap)",
                      "the CPU executor runs each product whole: the TP overlap splits them into "

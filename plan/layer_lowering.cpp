@@ -115,16 +115,23 @@ TaskId layer_forward_ops(const LoweringContext& ctx, RankState& state, TaskId in
   return p.compute(TaskRole::kMlpResidual, op.residual.forward, {mlp_reduced});
 }
 
+// What a layer that does not recompute in full keeps for its backward: everything, or under
+// selective recompute all but the scores (the plan's stored bytes, unless the plan recomputes
+// only some layers in full and this is one of the others).
+int64_t kept_bytes(const LoweringContext& ctx) {
+  return ctx.plan.recompute == RecomputeKind::kFull ? ctx.full_layer_bytes : ctx.stored_bytes;
+}
+
 }  // namespace
 
 TaskId lower_layer_forward(const LoweringContext& ctx, RankState& state, int64_t layer,
                            TaskId input, TaskId params) {
   RankProgram& p = state.program;
   p.set_layer(static_cast<int32_t>(layer));
-  if (ctx.plan.recompute == RecomputeKind::kFull) {
+  if (ctx.recomputes(state.stage, p.chunk(), layer)) {
     p.alloc(Stream::kCompute, BufferClass::kLayerInput, ctx.layer_input_bytes);
   } else {
-    p.alloc(Stream::kCompute, BufferClass::kActivations, ctx.stored_bytes);
+    p.alloc(Stream::kCompute, BufferClass::kActivations, kept_bytes(ctx));
   }
   // FP8: Transformer Engine casts (and transposes) the layer's weights once per step, in the first
   // micro-batch (is_first_microbatch), unless they are kept in FP8.
@@ -138,10 +145,10 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
                             TaskId grad, TaskId params) {
   RankProgram& p = state.program;
   const OpTable& op = ctx.ops;
-  const RecomputeKind recompute = ctx.plan.recompute;
   p.set_layer(static_cast<int32_t>(layer));
+  const bool full = ctx.recomputes(state.stage, p.chunk(), layer);
 
-  if (recompute == RecomputeKind::kFull) {
+  if (full) {
     // Run the layer forward again from its checkpoint, keeping every activation this time.
     p.set_phase(Phase::kRecompute);
     p.alloc(Stream::kCompute, BufferClass::kActivations, ctx.full_layer_bytes);
@@ -186,11 +193,11 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
               {TaskRole::kQkv, op.qkv, op.qkv_chunk, bwd, true, true, op.fp8_grad_qkv, column_in},
               attention);
   const TaskId input_grad = p.compute(TaskRole::kNorm1, op.norm.backward, {qkv_reduced});
-  if (recompute == RecomputeKind::kFull) {
+  if (full) {
     p.release(Stream::kCompute, BufferClass::kActivations, ctx.full_layer_bytes);
     p.release(Stream::kCompute, BufferClass::kLayerInput, ctx.layer_input_bytes);
   } else {
-    p.release(Stream::kCompute, BufferClass::kActivations, ctx.stored_bytes);
+    p.release(Stream::kCompute, BufferClass::kActivations, kept_bytes(ctx));
   }
   return input_grad;
 }

@@ -56,6 +56,10 @@ struct LoweringContext {
 
   // First global layer and layer count of model chunk `chunk` on `stage`.
   int64_t first_layer(int64_t stage, int64_t chunk) const;
+  // Whether `layer` of model chunk `chunk` on `stage` recomputes its forward in full.
+  bool recomputes(int64_t stage, int64_t chunk, int64_t layer) const {
+    return recomputes_layer(plan, layer - first_layer(stage, chunk));
+  }
   int64_t chunk_layers(int64_t stage) const {
     return stage_layers[static_cast<size_t>(stage)] / plan.vpp;
   }

@@ -143,6 +143,12 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
                      to_string(plan.dtype)),
          "use --dtype bf16 with --fp8");
   }
+  if (plan.recompute_layers < 0 ||
+      (plan.recompute_layers > 0 && plan.recompute != RecomputeKind::kFull)) {
+    fail("recompute_layers (--recompute-num-layers)",
+         fmt::format("{} layers of full recompute need --recompute full", plan.recompute_layers),
+         "add --recompute full (--recompute-granularity full), or drop --recompute-num-layers");
+  }
   if (plan.fp8_param_gather && plan.fp8 == Fp8Format::kNone) {
     fail("fp8_param_gather (--fp8-param-gather)", "FP8 parameters need FP8 training",
          "add --fp8-format hybrid or drop --fp8-param-gather");
@@ -177,6 +183,11 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
 
 bool recomputes_attention_scores(const ParallelPlan& plan) {
   return plan.recompute == RecomputeKind::kSelective && plan.attention == AttentionKind::kUnfused;
+}
+
+bool recomputes_layer(const ParallelPlan& plan, int64_t index_in_chunk) {
+  return plan.recompute == RecomputeKind::kFull &&
+         (plan.recompute_layers == 0 || index_in_chunk < plan.recompute_layers);
 }
 
 const char* to_string(Fp8Format format) {

@@ -77,6 +77,9 @@ struct ParallelPlan {
   int64_t global_batch = 1;  // sequences per step over all DP replicas
   int64_t seq_len = 2048;
   RecomputeKind recompute = RecomputeKind::kNone;
+  // Full recompute of only the first this many layers of each model chunk (Megatron-LM's
+  // --recompute-method block --recompute-num-layers); 0: every layer.
+  int64_t recompute_layers = 0;
   bool sequence_parallel = false;
   ScheduleKind schedule = ScheduleKind::k1F1B;
   DType dtype = DType::kBf16;
@@ -127,6 +130,9 @@ ChunkLayers chunk_layers(const ParallelPlan& plan, const ModelSpec& model, int64
 // unfused attention stores; under flash attention there is nothing left to recompute, and
 // Megatron-LM then recomputes nothing extra.
 bool recomputes_attention_scores(const ParallelPlan& plan);
+
+// Whether the layer at `index_in_chunk` (0 = the chunk's first) recomputes its forward in full.
+bool recomputes_layer(const ParallelPlan& plan, int64_t index_in_chunk);
 
 const char* to_string(ScheduleKind kind);
 const char* to_string(RecomputeKind kind);

@@ -62,6 +62,7 @@ constexpr std::string_view kPlanKeys[] = {"dp",
                                           "fp32_optimizer_states",
                                           "fp8",
                                           "fp8_param_gather",
+                                          "recompute_layers",
                                           "first_stage_layers",
                                           "last_stage_layers"};
 
@@ -145,6 +146,8 @@ ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan,
     plan.fp8 = parse_fp8_format(fields.string("fp8"), fields.where(), fields.field_name("fp8"));
   }
   plan.fp8_param_gather = fields.boolean("fp8_param_gather", plan.fp8_param_gather);
+  if (fields.has("recompute_layers"))
+    plan.recompute_layers = fields.non_negative_int("recompute_layers");
   return plan;
 }
 
@@ -175,6 +178,7 @@ nlohmann::json plan_to_json(const ParallelPlan& plan) {
   out["fp32_optimizer_states"] = plan.precision.fp32_optimizer_states;
   out["fp8"] = to_string(plan.fp8);
   out["fp8_param_gather"] = plan.fp8_param_gather;
+  if (plan.recompute_layers > 0) out["recompute_layers"] = plan.recompute_layers;
   if (plan.first_stage_layers > 0) out["first_stage_layers"] = plan.first_stage_layers;
   if (plan.last_stage_layers > 0) out["last_stage_layers"] = plan.last_stage_layers;
   return out;

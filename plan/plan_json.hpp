@@ -9,7 +9,7 @@
 //    first, the other keys override it), "tp_comm_overlap", "overlap_grad_reduce",
 //    "overlap_param_gather", "overlap_p2p_comm" (bool), "bucket_size" (parameters, 0: Megatron's
 //    default), "fp32_grads", "fp32_params", "fp32_master_weights", "fp32_optimizer_states",
-//    "fp8": "none|hybrid|e4m3", "fp8_param_gather" (bool)}
+//    "fp8": "none|hybrid|e4m3", "fp8_param_gather" (bool), "recompute_layers"}
 
 #include <optional>
 #include <string>

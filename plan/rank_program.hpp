@@ -29,6 +29,7 @@ class RankProgram {
   void set_phase(Phase phase) { phase_ = phase; }
   Phase phase() const { return phase_; }
   int32_t micro_batch() const { return micro_batch_; }
+  int16_t chunk() const { return chunk_; }
   // The compute task appended last (kNoTask before the first).
   TaskId last_compute() const { return last_compute_; }
 

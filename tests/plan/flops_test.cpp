@@ -151,5 +151,34 @@ TEST_CASE("zoo models' FLOPs per token equal NeMo's for its runs", "[flops][refe
   CHECK(checked == 12);
 }
 
+// Megatron's --recompute-method block --recompute-num-layers k recomputes the forward of the
+// first k layers of each model chunk: the hardware FLOPs grow by k/L of full recompute's, and
+// those layers keep only their input (the others everything).
+TEST_CASE("block recompute of k layers recomputes k layers per chunk", "[flops][memory]") {
+  const ModelSpec model = test::small_model(8, 256, 8, 64, 128);
+  ParallelPlan plan = test::make_plan(1, 1, 2, 1, 4, 128);  // 4 layers per stage
+  plan.attention = AttentionKind::kUnfused;
+  const CompiledPlan none = test::compile_checked(model, plan);
+  plan.recompute = RecomputeKind::kFull;
+  const CompiledPlan all = test::compile_checked(model, plan);
+  plan.recompute_layers = 1;
+  const CompiledPlan one = test::compile_checked(model, plan);
+  const double full_extra = all.flops.hardware - all.flops.model;
+  CHECK(one.flops.hardware - one.flops.model == Approx(full_extra / 4));
+  // In the forward of a micro-batch each stage's first layer allocates its input checkpoint and
+  // the three others all their activations.
+  int64_t inputs = 0, kept = 0;
+  for (const Task& t : one.graph.tasks()) {
+    if (t.kind != TaskKind::kMemory || t.phase != Phase::kForward || t.micro_batch != 0 ||
+        t.memory != MemoryAction::kAlloc) {
+      continue;
+    }
+    inputs += t.buffer == BufferClass::kLayerInput;
+    kept += t.buffer == BufferClass::kActivations;
+  }
+  CHECK(inputs == 2);  // one per stage
+  CHECK(kept == 6);
+}
+
 }  // namespace
 }  // namespace strata
