@@ -14,6 +14,7 @@
 #include "cli/search_command.hpp"
 #include "cli/simulate_command.hpp"
 #include "cli/train_command.hpp"
+#include "cli/validate_command.hpp"
 #include "cli/view_command.hpp"
 #include "common/error.hpp"
 
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
   strata::cli::add_search_command(app, run);
   strata::cli::add_train_command(app, run);
   strata::cli::add_calibrate_command(app, run);
+  strata::cli::add_validate_command(app, run);
   strata::cli::add_view_command(app, run);
   try {
     app.parse(argc, argv);

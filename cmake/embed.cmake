@@ -1,6 +1,6 @@
-# strata_embed_json(TARGET NAME FILES...) generates a source that holds the given JSON files as
-# string literals, so the `strata` binary carries its model zoo, devices and clusters and runs from
-# any directory. The generated function is
+# strata_embed_json(TARGET NAME FILES...) generates a source that holds the given text files
+# (JSON, and the reference CSVs) as string literals, so the `strata` binary carries its model zoo,
+# devices, clusters and reference data and runs from any directory. The generated function is
 #   std::span<const strata::EmbeddedFile> NAME();   (declared in common/embedded_file.hpp)
 function(strata_embed_json target name)
   set(out ${CMAKE_CURRENT_BINARY_DIR}/${name}.cpp)
