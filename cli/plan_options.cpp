@@ -140,6 +140,12 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
                      "Megatron-LM: full recompute of this many layers per model chunk");
   command.add_option("--recompute-method", flags.recompute_method,
                      "Megatron-LM: block (the first --recompute-num-layers layers) or uniform");
+  command.add_option("--host-dispatch", flags.host_dispatch,
+                     "How the host issues work: eager (PyTorch, the default), compiled "
+                     "(torch.compile), cuda-graphs, native (a C++/CUDA program), none (never the "
+                     "bottleneck)");
+  command.add_flag("--enable-cuda-graph", flags.cuda_graph,
+                   "Megatron-LM: CUDA graphs (host dispatch cuda-graphs)");
   command.add_flag("--fp8-param-gather", flags.fp8_param_gather,
                    "Megatron-LM: keep and all-gather the layers' weights in FP8");
   command.add_option("--first-stage-layers,--decoder-first-pipeline-num-layers",
@@ -248,6 +254,10 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
     plan.recompute_layers = *flags.recompute_layers;
   }
   if (flags.fp8_param_gather) plan.fp8_param_gather = true;
+  if (flags.cuda_graph) plan.host_dispatch = HostDispatch::kCudaGraphs;
+  if (flags.host_dispatch) {
+    plan.host_dispatch = parse_host_dispatch(*flags.host_dispatch, kCommandLine, "--host-dispatch");
+  }
   if (flags.grad_reduce_in_bf16) plan.precision.fp32_grads = false;
   if (flags.grads_in_fp32) plan.precision.fp32_grads = true;
 

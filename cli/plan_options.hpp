@@ -36,6 +36,8 @@ struct PlanFlags {
   std::optional<std::string> fp8;           // --fp8 / --fp8-format
   std::optional<int64_t> recompute_layers;  // --recompute-num-layers
   std::optional<std::string> recompute_method;
+  std::optional<std::string> host_dispatch;
+  bool cuda_graph = false;  // Megatron-LM's --enable-cuda-graph
   bool fp8_param_gather = false;
   bool recompute_activations = false;  // Megatron's --recompute-activations (selective)
   bool sequence_parallel = false;

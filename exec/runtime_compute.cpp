@@ -65,6 +65,7 @@ float* grad(BlockState& block, int index) { return block.params[index].grad.data
 }  // namespace
 
 void RankRuntime::Impl::run_compute(const Task& task) {
+  if (task.role == TaskRole::kHostDispatch) return;  // this thread is the host: nothing to run
   if (task.role == TaskRole::kOptimizer) {
     if (!grad_norm_reduced) grad_norm = std::sqrt(params.gradient_sum_of_squares());
     const double scale = cpu::clip_factor(grad_norm, optimizer.clip_grad_norm);

@@ -51,6 +51,8 @@ const char* to_string(OpKind kind) {
       return "loss";
     case OpKind::kOptimizer:
       return "optimizer";
+    case OpKind::kHost:
+      return "host";
   }
   return "?";
 }
@@ -192,6 +194,18 @@ OpShape optimizer_op(int64_t parameters, DType dtype) {
   op.flops = 12 * parameters;
   op.bytes = dtype == DType::kFp32 ? parameters * (4 * 4 + 3 * 4) : parameters * (2 * e + 24);
   return counted_as_executed(op);
+}
+
+// The host's time to issue `kernels` kernels and `calls` communication calls: no FLOPs, no bytes.
+OpShape host_dispatch_op(int64_t kernels, int64_t calls, int64_t ns_per_kernel,
+                         int64_t ns_per_call) {
+  return {OpKind::kHost,
+          Direction::kForward,
+          DType::kFp32,
+          {kernels, calls, ns_per_kernel, ns_per_call},
+          0,
+          0,
+          0};
 }
 
 }  // namespace strata

@@ -34,6 +34,9 @@ enum class OpKind : uint8_t {
   kEmbedding,       // dims {tokens, width, vocab_rows}: table lookup (and position add)
   kLoss,            // dims {tokens, vocab_cols}: softmax cross-entropy over a vocabulary shard
   kOptimizer,       // dims {parameters}: AdamW on the local shard (fp32 master, m, v)
+  // dims {kernels, calls, ns per kernel, ns per call}: the host thread issuing a block of work
+  // (framework code and launches of its kernels and communication calls); no device work.
+  kHost,
 };
 
 const char* to_string(OpKind kind);
@@ -74,5 +77,7 @@ OpShape embedding_op(int64_t tokens, int64_t width, int64_t vocab_rows, Directio
                      DType dtype);
 OpShape loss_op(int64_t tokens, int64_t vocab_cols, Direction direction);
 OpShape optimizer_op(int64_t parameters, DType dtype);
+OpShape host_dispatch_op(int64_t kernels, int64_t calls, int64_t ns_per_kernel,
+                         int64_t ns_per_call);
 
 }  // namespace strata

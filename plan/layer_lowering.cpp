@@ -128,6 +128,7 @@ TaskId lower_layer_forward(const LoweringContext& ctx, RankState& state, int64_t
                            TaskId input, TaskId params) {
   RankProgram& p = state.program;
   p.set_layer(static_cast<int32_t>(layer));
+  const RankState::HostBlock issued(state);
   if (ctx.recomputes(state.stage, p.chunk(), layer)) {
     p.alloc(Stream::kCompute, BufferClass::kLayerInput, ctx.layer_input_bytes);
   } else {
@@ -146,6 +147,7 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
   RankProgram& p = state.program;
   const OpTable& op = ctx.ops;
   p.set_layer(static_cast<int32_t>(layer));
+  const RankState::HostBlock issued(state);
   const bool full = ctx.recomputes(state.stage, p.chunk(), layer);
 
   if (full) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "plan/activation_memory.hpp"
 #include "plan/lowering_context.hpp"
@@ -172,6 +173,10 @@ void PassLowering::forward(const PipelineWork& work) {
   const int64_t vs = virtual_stage(work.chunk);
   p.label(Phase::kForward, -1, static_cast<int32_t>(work.micro_batch),
           static_cast<int16_t>(work.chunk));
+  // The host issues the pass's work before its layers, each layer (layer_lowering.cpp), and
+  // what follows them, as blocks.
+  std::optional<RankState::HostBlock> issued;
+  issued.emplace(state_);
 
   TaskId input = kNoTask;
   const bool receives = !ctx_.first_virtual_stage(stage, work.chunk);
@@ -192,6 +197,7 @@ void PassLowering::forward(const PipelineWork& work) {
         plan.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
         ctx_.tp_message_bytes, input);
   }
+  issued.reset();
   const int64_t first = ctx_.first_layer(stage, work.chunk);
   const int64_t count = ctx_.chunk_layers(stage);
   p.set_layer(static_cast<int32_t>(first));
@@ -211,6 +217,7 @@ void PassLowering::forward(const PipelineWork& work) {
     release_params(ctx_, state_, ctx_.layer_param_bytes, input);
   }
   p.set_layer(-1);
+  issued.emplace(state_);
   reduce_amaxes();
   if (receives) p.release(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
 
@@ -251,6 +258,8 @@ void PassLowering::backward(const PipelineWork& work) {
           static_cast<int16_t>(work.chunk));
   auto& done = state_.backwards_done[static_cast<size_t>(work.chunk)];
   const bool last_pass = ++done == plan.micro_batches();
+  std::optional<RankState::HostBlock> issued;
+  issued.emplace(state_);
 
   TaskId grad = kNoTask;
   const bool receives = !ctx_.last_virtual_stage(stage, work.chunk);
@@ -275,6 +284,7 @@ void PassLowering::backward(const PipelineWork& work) {
     sync_gradients(ctx_, state_, work.chunk, {ParamBlock::kHead}, last_pass, grad);
     p.release(Stream::kCompute, BufferClass::kHeadActivations, ctx_.head_bytes);
   }
+  issued.reset();
   const int64_t first = ctx_.first_layer(stage, work.chunk);
   const int64_t last = first + ctx_.chunk_layers(stage) - 1;
   p.set_layer(static_cast<int32_t>(last));
@@ -290,6 +300,7 @@ void PassLowering::backward(const PipelineWork& work) {
     sync_gradients(ctx_, state_, work.chunk, {ParamBlock::kLayer, layer}, last_pass, grad);
   }
   p.set_layer(-1);
+  issued.emplace(state_);
   reduce_amaxes();
   if (receives) p.release(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
 
@@ -360,6 +371,7 @@ TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,
   for (int64_t stage = 0; stage < plan.pp; ++stage)
     schedules.push_back(build_schedule(plan, stage));
 
+  HostDispatchBlocks host(graph, plan.host_dispatch);
   std::vector<int64_t> ranks;
   if (mode == GraphMode::kFull) {
     for (int64_t rank = 0; rank < ctx.layout.world_size(); ++rank) ranks.push_back(rank);
@@ -372,6 +384,7 @@ TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,
     graph.add_rank({static_cast<int32_t>(rank), static_cast<int32_t>(c.pp)});
     RankProgram program(graph, static_cast<int32_t>(rank));
     RankState state(program, c.pp, rank_groups(ctx, graph, rank));
+    state.host = &host;
     state.backwards_done.assign(static_cast<size_t>(plan.vpp), 0);
     state.param_gathers.resize(static_cast<size_t>(plan.vpp));
     for (int64_t chunk = 0; chunk < plan.vpp; ++chunk)
@@ -384,7 +397,11 @@ TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,
         passes.backward(work);
       }
     }
-    lower_optimizer_step(ctx, state, passes.embedding_grads());
+    {
+      program.label(Phase::kOptimizer, -1, -1, 0);
+      const RankState::HostBlock issued(state);
+      lower_optimizer_step(ctx, state, passes.embedding_grads());
+    }
   }
   return graph;
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "models/model_spec.hpp"
+#include "plan/host_dispatch.hpp"
 #include "plan/parallel_plan.hpp"
 #include "plan/rank_layout.hpp"
 #include "plan/rank_program.hpp"
@@ -106,6 +107,20 @@ struct RankState {
   // --overlap-param-gather: per chunk, the all-gather of each bucket at the step's start, in
   // forward order (the reverse of `buckets`), once emitted.
   std::vector<std::vector<TaskId>> param_gathers;
+  HostDispatchBlocks* host = nullptr;  // the graph's host-dispatch blocks
+
+  // A block of work issued by the host thread (plan/host_dispatch.hpp), from here to end().
+  class HostBlock {
+   public:
+    explicit HostBlock(RankState& state) : state_(state), task_(state.host->begin(state.program)) {}
+    ~HostBlock() { state_.host->end(state_.program, task_); }
+    HostBlock(const HostBlock&) = delete;
+    HostBlock& operator=(const HostBlock&) = delete;
+
+   private:
+    RankState& state_;
+    TaskId task_;
+  };
 };
 
 // Layer lowering (layer_lowering.cpp), with the layer's memory tasks and recompute. Each returns

@@ -190,6 +190,22 @@ bool recomputes_layer(const ParallelPlan& plan, int64_t index_in_chunk) {
          (plan.recompute_layers == 0 || index_in_chunk < plan.recompute_layers);
 }
 
+const char* to_string(HostDispatch dispatch) {
+  switch (dispatch) {
+    case HostDispatch::kEager:
+      return "eager";
+    case HostDispatch::kCompiled:
+      return "compiled";
+    case HostDispatch::kCudaGraphs:
+      return "cuda-graphs";
+    case HostDispatch::kNative:
+      return "native";
+    case HostDispatch::kNone:
+      return "none";
+  }
+  return "?";
+}
+
 const char* to_string(Fp8Format format) {
   switch (format) {
     case Fp8Format::kNone:

@@ -30,6 +30,13 @@ enum class AttentionKind : uint8_t { kFlash, kUnfused };
 // everything else in the training dtype. The formats cost the same; the plan keeps the choice.
 enum class Fp8Format : uint8_t { kNone, kHybrid, kE4m3 };
 
+// How the framework's host thread issues work (--host-dispatch), each block of kernels and
+// communication calls a task of the rank's host stream that the GPU's work waits for
+// (plan/host_dispatch.hpp has the costs and their sources): eager PyTorch, torch.compile, CUDA
+// graphs, a native C++/CUDA program (llm.c), or none (a host that never holds the GPU back: an
+// idealization, to see what the host costs a plan).
+enum class HostDispatch : uint8_t { kEager, kCompiled, kCudaGraphs, kNative, kNone };
+
 // The software stack that runs the plan (--framework). It sets the defaults of the fields that
 // follow (plan/framework.cpp has the table and the source of each), which can each be set on
 // their own.
@@ -92,6 +99,7 @@ struct ParallelPlan {
   // reduce_bucket_size, PyTorch DDP's bucket_cap_mb over the gradient's bytes); 0: Megatron-Core's
   // default, max(40M, 1M x dp) with --overlap-grad-reduce and the whole stage without.
   int64_t bucket_size = 0;
+  HostDispatch host_dispatch = HostDispatch::kEager;
   Fp8Format fp8 = Fp8Format::kNone;
   // --fp8-param-gather (Megatron) / FSDP2's float8 all-gather: the layers' GEMM weights are kept
   // and all-gathered in FP8 instead of 16-bit with an FP8 copy beside them.
@@ -138,6 +146,7 @@ const char* to_string(ScheduleKind kind);
 const char* to_string(RecomputeKind kind);
 const char* to_string(AttentionKind kind);
 const char* to_string(Fp8Format format);
+const char* to_string(HostDispatch dispatch);
 
 // What the plan needs of the device: FP8 tensor cores for --fp8. Throws InputError naming
 // `where` and the field with its flag.

@@ -34,6 +34,12 @@ constexpr std::pair<const char*, AttentionKind> kAttentions[] = {
     {"flash", AttentionKind::kFlash}, {"unfused", AttentionKind::kUnfused}};
 constexpr std::pair<const char*, Fp8Format> kFp8Formats[] = {
     {"none", Fp8Format::kNone}, {"hybrid", Fp8Format::kHybrid}, {"e4m3", Fp8Format::kE4m3}};
+constexpr std::pair<const char*, HostDispatch> kHostDispatches[] = {
+    {"eager", HostDispatch::kEager},
+    {"compiled", HostDispatch::kCompiled},
+    {"cuda-graphs", HostDispatch::kCudaGraphs},
+    {"native", HostDispatch::kNative},
+    {"none", HostDispatch::kNone}};
 constexpr std::pair<const char*, DType> kDtypes[] = {
     {"bf16", DType::kBf16}, {"fp16", DType::kFp16}, {"fp32", DType::kFp32}};
 
@@ -63,6 +69,7 @@ constexpr std::string_view kPlanKeys[] = {"dp",
                                           "fp8",
                                           "fp8_param_gather",
                                           "recompute_layers",
+                                          "host_dispatch",
                                           "first_stage_layers",
                                           "last_stage_layers"};
 
@@ -85,6 +92,11 @@ DType parse_dtype(const std::string& name, const std::string& where, const std::
 Fp8Format parse_fp8_format(const std::string& name, const std::string& where,
                            const std::string& field) {
   return parse_name(name, kFp8Formats, where, field);
+}
+
+HostDispatch parse_host_dispatch(const std::string& name, const std::string& where,
+                                 const std::string& field) {
+  return parse_name(name, kHostDispatches, where, field);
 }
 
 AttentionKind parse_attention(const std::string& name, const std::string& where,
@@ -148,6 +160,10 @@ ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan,
   plan.fp8_param_gather = fields.boolean("fp8_param_gather", plan.fp8_param_gather);
   if (fields.has("recompute_layers"))
     plan.recompute_layers = fields.non_negative_int("recompute_layers");
+  if (fields.has("host_dispatch")) {
+    plan.host_dispatch = parse_host_dispatch(fields.string("host_dispatch"), fields.where(),
+                                             fields.field_name("host_dispatch"));
+  }
   return plan;
 }
 
@@ -179,6 +195,7 @@ nlohmann::json plan_to_json(const ParallelPlan& plan) {
   out["fp8"] = to_string(plan.fp8);
   out["fp8_param_gather"] = plan.fp8_param_gather;
   if (plan.recompute_layers > 0) out["recompute_layers"] = plan.recompute_layers;
+  out["host_dispatch"] = to_string(plan.host_dispatch);
   if (plan.first_stage_layers > 0) out["first_stage_layers"] = plan.first_stage_layers;
   if (plan.last_stage_layers > 0) out["last_stage_layers"] = plan.last_stage_layers;
   return out;

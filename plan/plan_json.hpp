@@ -9,7 +9,8 @@
 //    first, the other keys override it), "tp_comm_overlap", "overlap_grad_reduce",
 //    "overlap_param_gather", "overlap_p2p_comm" (bool), "bucket_size" (parameters, 0: Megatron's
 //    default), "fp32_grads", "fp32_params", "fp32_master_weights", "fp32_optimizer_states",
-//    "fp8": "none|hybrid|e4m3", "fp8_param_gather" (bool), "recompute_layers"}
+//    "fp8": "none|hybrid|e4m3", "fp8_param_gather" (bool), "recompute_layers",
+//    "host_dispatch": "eager|compiled|cuda-graphs|native|none"}
 
 #include <optional>
 #include <string>
@@ -37,5 +38,7 @@ AttentionKind parse_attention(const std::string& name, const std::string& where,
                               const std::string& field);
 Fp8Format parse_fp8_format(const std::string& name, const std::string& where,
                            const std::string& field);
+HostDispatch parse_host_dispatch(const std::string& name, const std::string& where,
+                                 const std::string& field);
 
 }  // namespace strata

@@ -62,6 +62,11 @@ TaskId RankProgram::collective(TaskRole role, Stream stream, CollectiveKind kind
   return append(task, deps);
 }
 
+TaskId RankProgram::host_block() {
+  Task task = labeled(TaskKind::kCompute, Stream::kHost, TaskRole::kHostDispatch);
+  return append(task, {});
+}
+
 TaskId RankProgram::bucket_collective(TaskRole role, CollectiveKind kind, int32_t group,
                                       int64_t bytes, int16_t bucket, std::span<const TaskId> deps) {
   Task task = labeled(TaskKind::kCollective, Stream::kDpComm, role);

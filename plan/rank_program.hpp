@@ -43,6 +43,8 @@ class RankProgram {
   // A data-parallel collective of a parameter bucket (graph().buckets()), on the dp-comm stream.
   TaskId bucket_collective(TaskRole role, CollectiveKind kind, int32_t group, int64_t bytes,
                            int16_t bucket, std::span<const TaskId> deps);
+  // A host-dispatch task on the host stream, its op to be named (plan/host_dispatch.hpp).
+  TaskId host_block();
   // The next compute task also waits for `task` (communication the framework does not overlap:
   // the compute stream blocks on it).
   void block_next_compute_on(TaskId task) { blocked_on_.push_back(task); }

@@ -59,6 +59,12 @@ int16_t TaskGraph::add_bucket(const ParamBucket& bucket) {
   return index;
 }
 
+void TaskGraph::set_op(TaskId id, int32_t op) {
+  STRATA_ASSERT(op >= 0 && op < static_cast<int32_t>(ops_.size()),
+                "set_op names an op of the graph");
+  tasks_[static_cast<size_t>(id)].op = op;
+}
+
 std::span<const TaskId> TaskGraph::deps(TaskId id) const {
   const Task& t = task(id);
   return {deps_.data() + t.first_dep, t.dep_count};
@@ -86,6 +92,8 @@ const char* to_string(Stream stream) {
       return "pp-send";
     case Stream::kPpRecv:
       return "pp-recv";
+    case Stream::kHost:
+      return "host";
   }
   return "?";
 }
@@ -224,6 +232,8 @@ const char* to_string(TaskRole role) {
       return "fp8_cast";
     case TaskRole::kAmaxReduce:
       return "amax_reduce";
+    case TaskRole::kHostDispatch:
+      return "host_dispatch";
   }
   return "?";
 }

@@ -34,8 +34,9 @@ namespace strata {
 
 using TaskId = int32_t;
 
-enum class Stream : uint8_t { kCompute, kTpComm, kDpComm, kPpSend, kPpRecv };
-inline constexpr int kStreamCount = 5;
+// kHost: the rank's host thread issuing the work of the others (host-dispatch tasks).
+enum class Stream : uint8_t { kCompute, kTpComm, kDpComm, kPpSend, kPpRecv, kHost };
+inline constexpr int kStreamCount = 6;
 
 enum class Phase : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
 enum class TaskKind : uint8_t { kCompute, kCollective, kP2p, kMemory };
@@ -95,10 +96,11 @@ enum class TaskRole : uint8_t {
   kEmbeddingGradSync,
   kSequenceParallelGradSync,  // norm and bias gradients summed over TP under sequence parallel
   kGradNorm,
-  kOptimizer,    // data parallel and step
-  kLayerBuffer,  // memory tasks of a layer's buffers
-  kFp8Cast,      // FP8: casts and transposes around the FP8 GEMMs
-  kAmaxReduce,   // FP8: the amax all-reduce of delayed scaling
+  kOptimizer,     // data parallel and step
+  kLayerBuffer,   // memory tasks of a layer's buffers
+  kFp8Cast,       // FP8: casts and transposes around the FP8 GEMMs
+  kAmaxReduce,    // FP8: the amax all-reduce of delayed scaling
+  kHostDispatch,  // the host thread issuing a block of work (no device work)
 };
 
 const char* to_string(Stream stream);
@@ -167,6 +169,9 @@ class TaskGraph {
   // Appends a task; every dependency must already be in the graph.
   TaskId add(Task task, std::span<const TaskId> deps = {});
   int32_t add_op(const OpShape& op);
+  // Names the op of a compute task added before its op was known (a host-dispatch block, whose
+  // work is counted once emitted).
+  void set_op(TaskId id, int32_t op);
   // Returns the index of the group with these members, adding it once.
   int32_t add_group(GroupKind kind, std::vector<int32_t> ranks);
   // Returns the index of this bucket, adding it once.

@@ -26,12 +26,15 @@ constexpr std::string_view kFileFields[] = {"devices", "cluster", "measurements"
 constexpr std::string_view kDeviceFields[] = {"device", "comm_slowdown", "launch_overhead_us",
                                               "ops"};
 constexpr std::string_view kOpFields[] = {"flops_efficiency", "memory_efficiency"};
-// In OpKind order.
+// In OpKind order: every kind but the last, host, which the plan's --host-dispatch prices.
 constexpr std::string_view kOpKinds[] = {"matmul", "attention",   "flash_attention",
                                          "norm",   "elementwise", "embedding",
                                          "loss",   "optimizer"};
-static_assert(std::size(kOpKinds) == kOpKindCount, "one name per OpKind");
-// The ops object's keys: the op kinds, and FP8 matmuls.
+static_assert(std::size(kOpKinds) + 1 == kOpKindCount &&
+                  static_cast<int>(OpKind::kHost) == kOpKindCount - 1,
+              "one name per OpKind but host");
+// The ops object's keys: the op kinds but host (the plan's --host-dispatch prices it), and FP8
+// matmuls.
 constexpr std::string_view kOpsKeys[] = {"matmul", "attention",   "flash_attention",
                                          "norm",   "elementwise", "embedding",
                                          "loss",   "optimizer",   "matmul_fp8"};

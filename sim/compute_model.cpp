@@ -37,6 +37,7 @@ DeviceEfficiency efficiency_for(const DeviceSpec& device,
 
 TimeNs compute_time_ns(const DeviceSpec& device, const DeviceEfficiency& efficiency,
                        const OpShape& op) {
+  if (op.kind == OpKind::kHost) return op.dims[0] * op.dims[2] + op.dims[1] * op.dims[3];
   const OpEfficiency& eff = efficiency.op(op);
   const auto flops = static_cast<double>(op.flops);
   const auto bytes = static_cast<double>(op.bytes);

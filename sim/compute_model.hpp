@@ -21,7 +21,7 @@
 
 namespace strata {
 
-inline constexpr int kOpKindCount = 8;
+inline constexpr int kOpKindCount = 9;
 
 // (size, efficiency) points in increasing size; efficiency in (0, 1].
 struct EfficiencyCurve {
@@ -69,7 +69,8 @@ DeviceEfficiency default_efficiency(const DeviceSpec& device);
 DeviceEfficiency efficiency_for(const DeviceSpec& device,
                                 const std::optional<Calibration>& calibration);
 
-// Uncontended time of one op on one GPU.
+// Uncontended time of one op on one GPU; a host-dispatch op takes the time its dims say, no
+// table and no launch overhead.
 TimeNs compute_time_ns(const DeviceSpec& device, const DeviceEfficiency& efficiency,
                        const OpShape& op);
 

@@ -71,7 +71,7 @@ DeviceEfficiency a100_efficiency() {
       curve({{1e8, 0.15}, {1e9, 0.35}, {1e10, 0.50}, {1e11, 0.58}, {1e12, 0.62}}),
       streaming_memory()};
   for (const OpKind kind : {OpKind::kNorm, OpKind::kElementwise, OpKind::kEmbedding, OpKind::kLoss,
-                            OpKind::kOptimizer}) {
+                            OpKind::kOptimizer, OpKind::kHost}) {
     eff.ops[static_cast<size_t>(kind)] = {flops_unbound, memory};
   }
   return eff;

@@ -255,6 +255,7 @@ std::vector<PublishedRun> torchtitan_runs(const CsvTable& table) {
       row.fail("activation_checkpointing",
                fmt::format("'{}' is not a mode Strata knows", checkpointing));
     }
+    if (contains(techniques, "compile")) plan.host_dispatch = HostDispatch::kCompiled;
     if (contains(techniques, "Float8")) {
       plan.fp8 = Fp8Format::kHybrid;
       plan.fp8_param_gather = contains(techniques, "float8 all-gather");
@@ -287,13 +288,14 @@ std::vector<PublishedRun> llmc_runs(const CsvTable& table) {
     run.model.dropout = false;
     run.cluster = contains(row.text("hardware"), "H100") ? "dgx-h100" : "dgx-a100";
     run.source = row.source("model");
-    run.stack = "deepspeed (llm.c's mixed precision and ZeRO 1)";
+    run.stack = "deepspeed (llm.c's mixed precision and ZeRO 1), native host dispatch";
     ParallelPlan plan = apply_framework(ParallelPlan{}, Framework::kDeepSpeed);
     plan.dp = row.count("gpus");
     plan.zero_stage = 1;
     plan.micro_batch = row.count("micro_batch_B");
     plan.seq_len = row.count("seq_len_T");
     plan.global_batch = row.count("tokens_per_step") / plan.seq_len;
+    plan.host_dispatch = HostDispatch::kNative;
     run.variants = {{"", plan}};
     run.measured = {{RunMetric::kStepTimeS, row.number("step_time_s")}};
     runs.push_back(std::move(run));

@@ -180,6 +180,13 @@ class GraphMapper {
 
   ActivitySpec compute_spec(const Task& task) {
     const RankCompute& rank = ranks_[static_cast<size_t>(rank_index_.at(task.rank))];
+    if (task.stream == Stream::kHost) {
+      // The host thread issuing work: a delay, slowed by nothing on the GPU. A CPU host's ranks
+      // are their own host threads and pay it in their computes.
+      const bool cpu = devices_[static_cast<size_t>(rank.efficiency)].host_cores > 0;
+      return {.kind = ActivityKind::kDelay,
+              .duration_ns = cpu ? 0 : compute_time_ns({}, {}, graph_.op(task.op))};
+    }
     const auto e = static_cast<size_t>(rank.efficiency);
     TimeNs& time = op_times_[e][static_cast<size_t>(task.op)];
     if (time < 0) time = compute_time_ns(devices_[e], efficiencies_[e], graph_.op(task.op));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "plan/host_dispatch.hpp"
 #include "plan/memory_plan.hpp"
 #include "plan/op_shapes.hpp"
 #include "plan/rank_layout.hpp"
@@ -134,7 +135,21 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
     if (plan.zero_stage == 1 || plan.zero_stage == 2) dp_ns += param_gather_ns(layers);
     dp_stream_ns = std::max(dp_stream_ns, dp_ns);
   }
-  return std::max(pipeline_ns + after_backward_ns, dp_stream_ns);
+  // The host thread issues every block of a stage in order (plan/host_dispatch.hpp): at least the
+  // ten compute tasks of each layer's forward and backward (and its recompute), and its TP
+  // collectives, for every micro-batch.
+  TimeNs host_ns = 0;
+  if (cluster_.device.host_cores == 0) {
+    const HostDispatchCosts costs = host_dispatch_costs(plan.host_dispatch);
+    const bool every_layer = plan.recompute == RecomputeKind::kFull && plan.recompute_layers == 0;
+    const int64_t kernels = 20 + (every_layer ? 10 : 0);
+    const int64_t calls = plan.tp == 1 ? 0 : plan.sequence_parallel ? 10 : 4;
+    const int64_t layer_ns = kernels * costs.ns_per_kernel + calls * costs.ns_per_call;
+    for (const int64_t layers : stage_layers) {
+      host_ns = std::max(host_ns, micro_batches * layers * layer_ns);
+    }
+  }
+  return std::max({pipeline_ns + after_backward_ns, dp_stream_ns, host_ns});
 }
 
 }  // namespace strata

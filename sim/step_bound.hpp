@@ -26,6 +26,9 @@
 //   gradients as one collective once per step under ZeRO 0 and 1 and per micro-batch under
 //   ZeRO 2 and 3, its parameters gathered once under ZeRO 1 and 2, and under ZeRO 3 each layer
 //   before each forward and each backward).
+// The host thread issues a stage's work one block after another (plan/host_dispatch.hpp):
+//   step >= max_s (m x stage s's layers x the host's time for a layer's forward and backward
+//   compute tasks, at least ten each (and ten more under full recompute), and its TP collectives).
 // Pipeline messages and the overlap of communication with compute are not counted, so the bound
 // is below the simulated step by about them; tests check bound <= step over a grid of plans.
 

@@ -71,11 +71,12 @@ class TraceWriter {
   bool first_event_ = true;
 };
 
-// The communication kind a task counts under (as in SimResult's CommSeconds), or "compute".
+// The communication kind a task counts under (as in SimResult's CommSeconds), "compute", or
+// "host" for the host thread's dispatch.
 const char* category(const TaskGraph& graph, const Task& task) {
   switch (task.kind) {
     case TaskKind::kCompute:
-      return "compute";
+      return task.stream == Stream::kHost ? "host" : "compute";
     case TaskKind::kCollective:
       return graph.group(task.group).kind == GroupKind::kTp ? "tp" : "dp";
     case TaskKind::kP2p:

@@ -32,7 +32,7 @@ struct EventFilter {
   std::set<int32_t> hidden_pids;
   std::set<std::string> hidden_threads;  // by thread name ("compute", "tp-comm", ...)
   std::array<bool, kEventPhaseCount> phase_shown = {true, true, true, true, true};
-  std::array<bool, kEventKindCount> kind_shown = {true, true, true, true};
+  std::array<bool, kEventKindCount> kind_shown = {true, true, true, true, true};
   int32_t layer = -1;        // -1: every layer
   int32_t micro_batch = -1;  // -1: every micro-batch
 

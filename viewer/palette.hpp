@@ -16,9 +16,10 @@ inline constexpr ImU32 kBackwardColor = IM_COL32(245, 145, 40, 255);   // orange
 inline constexpr ImU32 kRecomputeColor = IM_COL32(171, 99, 220, 255);  // purple
 inline constexpr ImU32 kOptimizerColor = IM_COL32(120, 200, 90, 255);  // green
 inline constexpr ImU32 kOtherComputeColor = IM_COL32(140, 150, 170, 255);
-inline constexpr ImU32 kTpColor = IM_COL32(240, 210, 60, 255);  // yellow
-inline constexpr ImU32 kPpColor = IM_COL32(230, 80, 120, 255);  // pink
-inline constexpr ImU32 kDpColor = IM_COL32(60, 200, 190, 255);  // teal
+inline constexpr ImU32 kTpColor = IM_COL32(240, 210, 60, 255);     // yellow
+inline constexpr ImU32 kPpColor = IM_COL32(230, 80, 120, 255);     // pink
+inline constexpr ImU32 kDpColor = IM_COL32(60, 200, 190, 255);     // teal
+inline constexpr ImU32 kHostColor = IM_COL32(205, 205, 215, 255);  // light grey: the host thread
 inline constexpr ImU32 kMergedColor = IM_COL32(150, 150, 150, 255);
 inline constexpr ImU32 kBubbleColor = IM_COL32(200, 50, 50, 90);  // translucent red
 inline constexpr ImU32 kLaneColor = IM_COL32(255, 255, 255, 10);  // every other lane
@@ -49,6 +50,8 @@ inline ImU32 event_color(const TraceEvent& event) {
       return kPpColor;
     case EventKind::kDp:
       return kDpColor;
+    case EventKind::kHost:
+      return kHostColor;
     case EventKind::kCompute:
       break;
   }

@@ -337,7 +337,7 @@ void ViewerApp::draw_event_tooltip(const EventRef& ref) const {
   ImGui::TextUnformatted(trace.names[static_cast<size_t>(e.name)].c_str());
   ImGui::Separator();
   ImGui::Text("%s, %s", lane.process_name.c_str(), lane.thread_name.c_str());
-  if (e.kind == EventKind::kCompute) {
+  if (e.kind == EventKind::kCompute || e.kind == EventKind::kHost) {
     ImGui::Text("phase %s", to_string(e.phase));
   } else {
     ImGui::Text("phase %s, %s communication", to_string(e.phase), to_string(e.kind));

@@ -42,6 +42,8 @@ const char* to_string(EventKind kind) {
       return "pp";
     case EventKind::kDp:
       return "dp";
+    case EventKind::kHost:
+      return "host";
   }
   return "compute";
 }
@@ -83,6 +85,7 @@ EventKind kind_of(const std::string& category) {
   if (category == "tp") return EventKind::kTp;
   if (category == "pp") return EventKind::kPp;
   if (category == "dp") return EventKind::kDp;
+  if (category == "host") return EventKind::kHost;
   return EventKind::kCompute;
 }
 

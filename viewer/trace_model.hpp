@@ -26,8 +26,10 @@ enum class EventPhase : uint8_t { kForward, kBackward, kRecompute, kOptimizer, k
 inline constexpr int kEventPhaseCount = 5;
 // The kind of work an event is: Strata's cat ("compute", "tp", "pp", "dp"); any other cat is
 // compute.
-enum class EventKind : uint8_t { kCompute, kTp, kPp, kDp };
-inline constexpr int kEventKindCount = 4;
+// kHost: the host thread issuing work (a trace's "host" lane): neither GPU work nor
+// communication, so it counts towards no busy, exposed or bubble time.
+enum class EventKind : uint8_t { kCompute, kTp, kPp, kDp, kHost };
+inline constexpr int kEventKindCount = 5;
 
 const char* to_string(EventPhase phase);
 const char* to_string(EventKind kind);

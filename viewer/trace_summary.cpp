@@ -17,6 +17,7 @@ size_t comm_index(EventKind kind) {
     case EventKind::kDp:
       return 2;
     case EventKind::kCompute:
+    case EventKind::kHost:
       break;
   }
   return 0;
@@ -33,6 +34,7 @@ RankActivity rank_activity(const Trace& trace, int32_t pid, int32_t stage,
     if (lane.pid != pid) continue;
     for (const int32_t index : lane.events) {
       const TraceEvent& e = trace.events[static_cast<size_t>(index)];
+      if (e.kind == EventKind::kHost) continue;  // the host thread, not the GPU
       if (e.kind == EventKind::kCompute) {
         rank.busy.push_back({e.start_ns, e.end_ns()});
         phase_ns[static_cast<size_t>(e.phase)] += e.dur_ns;

@@ -62,13 +62,13 @@ assert sorted(processes) == list(range(8)), f"processes {sorted(processes)}, exp
 assert processes[5] == "rank 5 (stage 1)", processes[5]
 threads = {(e["pid"], e["args"]["name"]) for e in events
            if e["ph"] == "M" and e["name"] == "thread_name"}
-assert len(threads) == 8 * 5, f"{len(threads)} named threads, expected 8 ranks x 5 streams"
+assert len(threads) == 8 * 6, f"{len(threads)} named threads, expected 8 ranks x 6 streams"
 spans = [e for e in events if e["ph"] == "X"]
 assert spans, "no X events"
 step_us = json.load(open(sys.argv[2]))["step_time_s"] * 1e6
 for e in spans:
     assert e["ts"] >= 0 and e["ts"] + e["dur"] <= step_us + 1e-3, f"outside the step: {e}"
-assert {e["cat"] for e in spans} == {"compute", "tp", "pp", "dp"}, {e["cat"] for e in spans}
+assert {e["cat"] for e in spans} == {"compute", "tp", "pp", "dp", "host"}, {e["cat"] for e in spans}
 assert any(e["ph"] == "C" and e["name"] == "memory" for e in events), "no memory counters"
 assert trace["metadata"]["generator"] == "strata simulate"
 ' trace.json out.json

@@ -56,7 +56,7 @@ SimResult hand_made_result(const CompiledPlan& compiled) {
 int64_t ns_of(const nlohmann::json& micros) { return std::llround(micros.get<double>() * 1000.0); }
 
 const char* expected_category(const TaskGraph& graph, const Task& task) {
-  if (task.kind == TaskKind::kCompute) return "compute";
+  if (task.kind == TaskKind::kCompute) return task.stream == Stream::kHost ? "host" : "compute";
   if (task.kind == TaskKind::kP2p) return "pp";
   return graph.group(task.group).kind == GroupKind::kTp ? "tp" : "dp";
 }
@@ -160,7 +160,7 @@ TEST_CASE("the trace has one X event per task at its simulated time, with its la
     }
   }
   CHECK(ids == expected_ids);
-  CHECK(categories_seen == std::set<std::string>{"compute", "tp", "pp", "dp"});
+  CHECK(categories_seen == std::set<std::string>{"compute", "tp", "pp", "dp", "host"});
 }
 
 // args.deps is what the viewer highlights for a selected task: the graph's dependencies, with
