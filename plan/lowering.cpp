@@ -135,10 +135,10 @@ class PassLowering {
   // FP8 delayed scaling: after each forward and backward pass of a model chunk Transformer Engine
   // all-reduces the amaxes of its FP8 tensors over the stage's data- and tensor-parallel ranks
   // (Megatron's amax reduction group), a blocking call on the main stream.
-  void reduce_amaxes() {
+  void reduce_amaxes(int64_t chunk) {
     if (state_.groups.stage < 0) return;
     RankProgram& p = state_.program;
-    const int64_t bytes = ctx_.amax_bytes * ctx_.chunk_layers(state_.stage);
+    const int64_t bytes = ctx_.amax_bytes * ctx_.chunk_layers(state_.stage, chunk);
     p.block_next_compute_on(p.collective(TaskRole::kAmaxReduce, Stream::kTpComm,
                                          CollectiveKind::kAllReduce, state_.groups.stage, bytes,
                                          {p.last_compute()}));
@@ -199,7 +199,7 @@ void PassLowering::forward(const PipelineWork& work) {
   }
   issued.reset();
   const int64_t first = ctx_.first_layer(stage, work.chunk);
-  const int64_t count = ctx_.chunk_layers(stage);
+  const int64_t count = ctx_.chunk_layers(stage, work.chunk);
   p.set_layer(static_cast<int32_t>(first));
   TaskId next_params = gather_params(ctx_, state_, ctx_.layer_param_bytes);
   for (int64_t layer = first; layer < first + count; ++layer) {
@@ -218,7 +218,7 @@ void PassLowering::forward(const PipelineWork& work) {
   }
   p.set_layer(-1);
   issued.emplace(state_);
-  reduce_amaxes();
+  reduce_amaxes(work.chunk);
   if (receives) p.release(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
 
   if (ctx_.last_virtual_stage(stage, work.chunk)) {
@@ -286,7 +286,7 @@ void PassLowering::backward(const PipelineWork& work) {
   }
   issued.reset();
   const int64_t first = ctx_.first_layer(stage, work.chunk);
-  const int64_t last = first + ctx_.chunk_layers(stage) - 1;
+  const int64_t last = first + ctx_.chunk_layers(stage, work.chunk) - 1;
   p.set_layer(static_cast<int32_t>(last));
   TaskId next_params = gather_params(ctx_, state_, ctx_.layer_param_bytes);
   for (int64_t layer = last; layer >= first; --layer) {
@@ -301,7 +301,7 @@ void PassLowering::backward(const PipelineWork& work) {
   }
   p.set_layer(-1);
   issued.emplace(state_);
-  reduce_amaxes();
+  reduce_amaxes(work.chunk);
   if (receives) p.release(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
 
   if (ctx_.first_virtual_stage(stage, work.chunk)) {
@@ -335,6 +335,7 @@ LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& pla
       layout(plan, gpus_per_node),
       sizes(shard_sizes(model, plan)),
       stage_layers(layers_per_stage(plan, model)),
+      chunks(chunk_layout(plan, model)),
       stage_params(stage_parameters(model, plan)) {
   const int64_t e = bytes_per_element(plan.dtype);
   ops = build_op_table(model, plan, graph);
@@ -357,10 +358,6 @@ LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& pla
   // with the final norm.
   const bool shares_table = model.tied_embeddings && plan.pp == 1;
   head_gather_bytes = head_param_bytes + (shares_table ? sizes.vocab_shard * model.hidden * e : 0);
-}
-
-int64_t LoweringContext::first_layer(int64_t stage, int64_t chunk) const {
-  return strata::chunk_layers(plan, model, stage, chunk).first;
 }
 
 TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,

@@ -39,6 +39,7 @@ struct LoweringContext {
   RankLayout layout;
   ShardSizes sizes;
   std::vector<int64_t> stage_layers;
+  std::vector<ChunkLayers> chunks;  // per virtual stage (chunk_layout)
   std::vector<int64_t> stage_params;
   OpTable ops;
   int64_t tp_message_bytes = 0;   // a (s b h) activation crossing a TP collective
@@ -56,13 +57,15 @@ struct LoweringContext {
   int64_t amax_bytes = 0;             // FP8: one layer's amaxes, reduced after each pass
 
   // First global layer and layer count of model chunk `chunk` on `stage`.
-  int64_t first_layer(int64_t stage, int64_t chunk) const;
+  int64_t first_layer(int64_t stage, int64_t chunk) const {
+    return chunks[static_cast<size_t>(chunk * plan.pp + stage)].first;
+  }
   // Whether `layer` of model chunk `chunk` on `stage` recomputes its forward in full.
   bool recomputes(int64_t stage, int64_t chunk, int64_t layer) const {
     return recomputes_layer(plan, layer - first_layer(stage, chunk));
   }
-  int64_t chunk_layers(int64_t stage) const {
-    return stage_layers[static_cast<size_t>(stage)] / plan.vpp;
+  int64_t chunk_layers(int64_t stage, int64_t chunk) const {
+    return chunks[static_cast<size_t>(chunk * plan.pp + stage)].count;
   }
   bool first_virtual_stage(int64_t stage, int64_t chunk) const { return stage == 0 && chunk == 0; }
   bool last_virtual_stage(int64_t stage, int64_t chunk) const {

@@ -1,5 +1,7 @@
 #include "plan/parallel_plan.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "common/error.hpp"
@@ -36,14 +38,37 @@ std::vector<int64_t> layers_per_stage(const ParallelPlan& plan, const ModelSpec&
   return layers;
 }
 
+std::vector<ChunkLayers> chunk_layout(const ParallelPlan& plan, const ModelSpec& model) {
+  const std::vector<int64_t> stages = layers_per_stage(plan, model);
+  const auto at = [&](int64_t stage, int64_t chunk) {
+    return static_cast<size_t>(chunk * plan.pp + stage);
+  };
+  std::vector<ChunkLayers> layout(static_cast<size_t>(plan.pp * plan.vpp));
+  for (int64_t stage = 0; stage < plan.pp; ++stage) {
+    const int64_t layers = stages[static_cast<size_t>(stage)];
+    const int64_t base = layers / plan.vpp;
+    const int64_t extra = layers % plan.vpp;
+    for (int64_t chunk = 0; chunk < plan.vpp; ++chunk) {
+      // A stage whose layers its chunks do not divide gives the extra layers to its first
+      // chunks, except the first stage, which gives them to its last: the embedding's and the
+      // output layer's chunks are the light ones (Megatron-Core's
+      // --account-for-embedding-in-pipeline-split layout, Llama 3 405B's 126 layers on 16 x 2).
+      const bool heavy = stage == 0 ? chunk >= plan.vpp - extra : chunk < extra;
+      layout[at(stage, chunk)].count = base + (heavy ? 1 : 0);
+    }
+  }
+  // Model order: virtual stage chunk * pp + stage follows virtual stage chunk * pp + stage - 1.
+  int64_t first = 0;
+  for (ChunkLayers& chunk : layout) {
+    chunk.first = first;
+    first += chunk.count;
+  }
+  return layout;
+}
+
 ChunkLayers chunk_layers(const ParallelPlan& plan, const ModelSpec& model, int64_t stage,
                          int64_t chunk) {
-  const std::vector<int64_t> stages = layers_per_stage(plan, model);
-  const int64_t count = stages[static_cast<size_t>(stage)] / plan.vpp;
-  if (plan.vpp > 1) return {(chunk * plan.pp + stage) * count, count};
-  int64_t first = 0;
-  for (int64_t s = 0; s < stage; ++s) first += stages[static_cast<size_t>(s)];
-  return {first, count};
+  return chunk_layout(plan, model)[static_cast<size_t>(chunk * plan.pp + stage)];
 }
 
 void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
@@ -156,20 +181,28 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
   // Layers over stages and chunks.
   const bool uneven = plan.first_stage_layers > 0 || plan.last_stage_layers > 0;
   if (uneven) {
-    if (plan.pp < 3 || plan.vpp != 1) {
-      fail("first_stage_layers (--first-stage-layers)",
-           "an uneven pipeline split needs pp >= 3 and no interleaving",
+    if (plan.pp < 2) {
+      fail("first_stage_layers (--first-stage-layers)", "an uneven pipeline split needs pp >= 2",
            "drop --first-stage-layers/--last-stage-layers or raise --pp");
     }
     const int64_t rest = model.layers - plan.first_stage_layers - plan.last_stage_layers;
-    if (plan.first_stage_layers < 1 || plan.last_stage_layers < 1 || rest < plan.pp - 2 ||
-        rest % (plan.pp - 2) != 0) {
+    const int64_t middle_stages = plan.pp - 2;
+    const bool splits =
+        middle_stages == 0 ? rest == 0 : rest >= middle_stages && rest % middle_stages == 0;
+    if (plan.first_stage_layers < 1 || plan.last_stage_layers < 1 || !splits) {
       fail("first_stage_layers (--first-stage-layers)",
            fmt::format("{} layers minus first {} and last {} leave {} for {} middle stages, "
                        "which is not an even split",
                        model.layers, plan.first_stage_layers, plan.last_stage_layers, rest,
-                       plan.pp - 2),
+                       middle_stages),
            "give first and last stage layer counts (both >= 1) that leave a multiple of pp - 2");
+    }
+    const std::vector<int64_t> stages = layers_per_stage(plan, model);
+    const int64_t fewest = *std::min_element(stages.begin(), stages.end());
+    if (fewest < plan.vpp) {
+      fail("vpp (--vpp)",
+           fmt::format("a stage of {} layers cannot hold {} model chunks", fewest, plan.vpp),
+           fmt::format("use --vpp {} or fewer, or give each stage more layers", fewest));
     }
   } else if (model.layers % (plan.pp * plan.vpp) != 0) {
     fail(plan.vpp > 1 ? "vpp (--vpp)" : "pp (--pp)",

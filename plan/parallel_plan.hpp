@@ -105,7 +105,9 @@ struct ParallelPlan {
   // and all-gathered in FP8 instead of 16-bit with an FP8 copy beside them.
   bool fp8_param_gather = false;
   // Uneven pipeline split (Megatron's --decoder-first/last-pipeline-num-layers; Llama 3 405B runs
-  // 126 layers on 16 stages with one layer fewer on the first and the last). 0: even split.
+  // 126 layers on 16 stages with one layer fewer on the first and the last, interleaved). The
+  // middle stages split the rest evenly; with interleaving each stage's chunks split its layers
+  // (chunk_layout). 0: even split.
   int64_t first_stage_layers = 0;
   int64_t last_stage_layers = 0;
 
@@ -125,12 +127,17 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
 std::vector<int64_t> layers_per_stage(const ParallelPlan& plan, const ModelSpec& model);
 
 // The global transformer layers of model chunk `chunk` (0..vpp-1) on pipeline stage `stage`:
-// `count` layers from `first`. Without interleaving a stage's layers follow the earlier stages';
-// interleaved, virtual stage chunk * pp + stage holds the layers from (chunk * pp + stage) * count.
+// `count` layers from `first`. Virtual stage chunk * pp + stage follows virtual stage
+// chunk * pp + stage - 1 in the model (without interleaving, a stage's layers follow the earlier
+// stages'). A stage splits its layers over its chunks as evenly as they go; where they do not
+// divide, the first stage's last chunks and every other stage's first chunks take one more, so
+// the chunks holding the embedding and the output layer are the light ones.
 struct ChunkLayers {
   int64_t first = 0;
   int64_t count = 0;
 };
+// Every model chunk's layers, indexed by virtual stage chunk * pp + stage.
+std::vector<ChunkLayers> chunk_layout(const ParallelPlan& plan, const ModelSpec& model);
 ChunkLayers chunk_layers(const ParallelPlan& plan, const ModelSpec& model, int64_t stage,
                          int64_t chunk);
 

@@ -88,7 +88,7 @@ std::vector<RankBucket> chunk_buckets(const LoweringContext& ctx, TaskGraph& gra
     add(ctx.sizes.head);
   }
   const int64_t first = ctx.first_layer(stage, chunk);
-  for (int64_t layer = first + ctx.chunk_layers(stage) - 1; layer >= first; --layer) {
+  for (int64_t layer = first + ctx.chunk_layers(stage, chunk) - 1; layer >= first; --layer) {
     open.first_layer = static_cast<int32_t>(layer);
     ++open.layers;
     add(ctx.sizes.layer);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "common/error.hpp"
@@ -23,13 +24,33 @@ struct ScheduleChoice {
   int64_t vpp = 1;
 };
 
-std::vector<ScheduleChoice> schedules(int64_t pp, int64_t layers) {
-  if (pp == 1) return {{ScheduleKind::k1F1B, 1}};
+// How `layers` go over `pp` stages: evenly where pp divides them; otherwise ceil(layers / pp) on
+// each middle stage and the rest split over the first and the last (the first takes the smaller
+// half), as Llama 3 405B's 126 layers ran on 16 stages: 7, 8 x 14, 7 (Dubey et al. 2024,
+// Sec. 3.3.2). Nullopt where no such split leaves the ends a layer each.
+struct PipelineSplit {
+  int64_t pp = 1;
+  int64_t first_stage_layers = 0;  // 0: even
+  int64_t last_stage_layers = 0;
+  int64_t stage_layers = 0;  // each middle stage's (every stage's when even)
+};
+
+std::optional<PipelineSplit> pipeline_split(int64_t pp, int64_t layers) {
+  if (layers % pp == 0) return PipelineSplit{pp, 0, 0, layers / pp};
+  if (pp < 2) return std::nullopt;
+  const int64_t middle = (layers + pp - 1) / pp;
+  const int64_t ends = layers - middle * (pp - 2);
+  if (ends < 2) return std::nullopt;
+  return PipelineSplit{pp, ends / 2, ends - ends / 2, middle};
+}
+
+// 1f1b, interleaved with each vpp >= 2 dividing the middle stages' layers (validate_plan refuses
+// the ones an end stage is too small for), and gpipe; 1f1b alone without a pipeline.
+std::vector<ScheduleChoice> schedules(const PipelineSplit& split) {
+  if (split.pp == 1) return {{ScheduleKind::k1F1B, 1}};
   std::vector<ScheduleChoice> choices{{ScheduleKind::k1F1B, 1}};
-  if (layers % pp == 0) {
-    for (const int64_t vpp : divisors(layers / pp)) {
-      if (vpp >= 2) choices.push_back({ScheduleKind::kInterleaved, vpp});
-    }
+  for (const int64_t vpp : divisors(split.stage_layers)) {
+    if (vpp >= 2) choices.push_back({ScheduleKind::kInterleaved, vpp});
   }
   choices.push_back({ScheduleKind::kGpipe, 1});
   return choices;
@@ -59,14 +80,15 @@ Enumeration enumerate_plans(const SearchSpace& space) {
     const int64_t tp_limit = space.allow_cross_node_tp ? gpus : space.cluster.gpus_per_node;
     for (const int64_t tp : divisors(gpus)) {
       if (tp > tp_limit) continue;
-      for (const int64_t pp : divisors(model.layers)) {
-        if (gpus % (tp * pp) != 0) continue;
+      for (const int64_t pp : divisors(gpus / tp)) {
+        const std::optional<PipelineSplit> split = pipeline_split(pp, model.layers);
+        if (!split) continue;
         const int64_t dp = gpus / (tp * pp);
         // A global batch that dp does not divide is tried (and refused) once.
         const std::vector<int64_t> micro_batches = space.global_batch % dp == 0
                                                        ? divisors(space.global_batch / dp)
                                                        : std::vector<int64_t>{1};
-        for (const ScheduleChoice& choice : schedules(pp, model.layers)) {
+        for (const ScheduleChoice& choice : schedules(*split)) {
           for (const int64_t micro_batch : micro_batches) {
             for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
               for (const RecomputeKind recompute :
@@ -78,6 +100,8 @@ Enumeration enumerate_plans(const SearchSpace& space) {
                   plan.tp = tp;
                   plan.pp = pp;
                   plan.vpp = choice.vpp;
+                  plan.first_stage_layers = split->first_stage_layers;
+                  plan.last_stage_layers = split->last_stage_layers;
                   plan.schedule = choice.schedule;
                   plan.zero_stage = zero;
                   plan.micro_batch = micro_batch;

@@ -40,11 +40,12 @@ struct Enumeration {
 };
 
 // Per size in `space.gpus` (in the order given): tp over the divisors of the GPUs per node (of the
-// GPUs with allow_cross_node_tp), pp over the divisors of the layers that leave a whole dp,
-// schedules 1f1b, interleaved with each vpp >= 2 dividing the layers per stage, and gpipe (1f1b
-// alone when pp = 1), micro-batches dividing the per-replica batch, ZeRO 0-3 (0 alone when
-// dp = 1: the stages differ only in what they shard over dp), recompute none, selective, full,
-// and sequence parallelism off and on (off alone when tp = 1).
+// GPUs with allow_cross_node_tp), pp over the divisors of the rest, each splitting the layers
+// evenly or, where pp does not divide them, with lighter first and last stages (Llama 3 405B's
+// split; search_space.cpp), schedules 1f1b, interleaved with each vpp >= 2 dividing the layers
+// per (middle) stage, and gpipe (1f1b alone when pp = 1), micro-batches dividing the per-replica
+// batch, ZeRO 0-3 (0 alone when dp = 1: the stages differ only in what they shard over dp),
+// recompute none, selective, full, and sequence parallelism off and on (off alone when tp = 1).
 Enumeration enumerate_plans(const SearchSpace& space);
 
 }  // namespace strata

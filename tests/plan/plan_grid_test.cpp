@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <set>
 
+#include "common/error.hpp"
 #include "tests/plan/plan_fixtures.hpp"
 
 namespace strata {
@@ -109,6 +111,46 @@ TEST_CASE("uneven pipeline split and tied embeddings across stages", "[plan]") {
   for (const Task& t : compiled.graph.tasks())
     embedding_syncs += t.role == TaskRole::kEmbeddingGradSync;
   CHECK(embedding_syncs == 2);  // one on the first stage, one on the last
+}
+
+// Uneven stages with interleaving (Llama 3 405B: 126 layers on 16 stages, 7 on the ends, 2 chunks
+// each): every stage's chunks split its layers, the end stages' light chunks holding the embedding
+// (first chunk of stage 0) and the output layer (last chunk of the last stage), and the chunks in
+// virtual-stage order run through the layers once, in order (chunk_layout's rule). The graph's
+// layer tasks on each stage are exactly its chunks' layers.
+TEST_CASE("uneven pipeline split with interleaving", "[plan]") {
+  ModelSpec model = grid_model();
+  model.layers = 14;
+  ParallelPlan plan = test::make_plan(1, 2, 4, 1, 8, 128);
+  plan.schedule = ScheduleKind::kInterleaved;
+  plan.vpp = 2;
+  plan.first_stage_layers = 3;
+  plan.last_stage_layers = 3;
+  validate_plan(plan, model, std::nullopt, "test");
+  CHECK(layers_per_stage(plan, model) == std::vector<int64_t>{3, 4, 4, 3});
+  const std::vector<ChunkLayers> layout = chunk_layout(plan, model);
+  // Virtual stages 0-3 are the stages' first chunks, 4-7 their second.
+  const std::vector<int64_t> counts{1, 2, 2, 2, 2, 2, 2, 1};
+  int64_t next = 0;
+  for (size_t v = 0; v < layout.size(); ++v) {
+    CHECK(layout[v].count == counts[v]);
+    CHECK(layout[v].first == next);
+    next += layout[v].count;
+  }
+  CHECK(next == model.layers);
+  check_plan(model, plan);
+  const CompiledPlan compiled = test::compile_checked(model, plan);
+  std::map<int32_t, int32_t> stage_of;
+  for (const GraphRank& r : compiled.graph.ranks()) stage_of[r.rank] = r.stage;
+  std::map<int32_t, std::set<int32_t>> layers_of_stage;
+  for (const Task& t : compiled.graph.tasks()) {
+    if (t.layer >= 0) layers_of_stage[stage_of.at(t.rank)].insert(t.layer);
+  }
+  CHECK(layers_of_stage[0] == std::set<int32_t>{0, 7, 8});
+  CHECK(layers_of_stage[3] == std::set<int32_t>{5, 6, 13});
+  // A stage of 3 layers cannot hold 4 chunks.
+  plan.vpp = 4;
+  CHECK_THROWS_AS(validate_plan(plan, model, std::nullopt, "test"), InputError);
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -35,8 +37,9 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
 
 // GPT-2 124M (12 layers, 12 heads, MLP 3072) on 8 GPUs of dgx-h100 (8 per node), global batch 16,
 // seq 1024. By the rules of enumerate_plans:
-//   tp in {1, 2, 4, 8} (divisors of 8, all within a node); pp over the divisors of 12 that leave a
-//   whole dp: tp 1 and 2 take pp 1, 2, 4; tp 4 takes pp 1, 2; tp 8 takes pp 1;
+//   tp in {1, 2, 4, 8} (divisors of 8, all within a node); pp over the divisors of 8 / tp that
+//   split the 12 layers: tp 1 and 2 take pp 1, 2, 4; tp 4 takes pp 1, 2; tp 8 takes pp 1 (pp 8
+//   has no uneven split: 2 layers on each of 6 middle stages leave none for the ends);
 //   schedules: pp 1 -> 1 (1f1b); pp 2 -> 1f1b, interleaved vpp 2, 3, 6 (divisors >= 2 of 12/2),
 //   gpipe = 5; pp 4 -> 1f1b, interleaved vpp 3 (12/4 = 3), gpipe = 3;
 //   micro-batches: the divisors of 16/dp: dp 8 -> 2, dp 4 -> 3, dp 2 -> 4, dp 1 -> 5;
@@ -85,6 +88,34 @@ TEST_CASE("gpt2-124m on 8 GPUs enumerates 1266 plans, 1074 of them valid", "[sea
   CHECK(interleaved > 0);
   CHECK(sequence_parallel > 0);
   CHECK(zero > 0);
+}
+
+// Where pp does not divide the layers the search splits them unevenly, lighter on the first and
+// last stage, so Llama 3 405B (126 layers) on 16,384 GPUs has the pp 16 layout of Meta's paper
+// (Dubey et al. 2024, Sec. 3.3.2: 7 + 14 x 8 + 7, interleaved) and a pp 8 one (15 + 6 x 16 + 15).
+TEST_CASE("llama3-405b on 16384 GPUs enumerates uneven pp 8 and pp 16 plans, interleaved too",
+          "[search][enumerate]") {
+  SearchSpace space;
+  space.model = load_model("llama3-405b");
+  space.cluster = load_cluster("dgx-h100");
+  space.gpus = {16384};
+  space.global_batch = 2048;
+  space.seq_len = 8192;
+  const Enumeration enumeration = enumerate_plans(space);
+  std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> splits;  // pp, first, last, vpp
+  for (const ParallelPlan& plan : enumeration.plans) {
+    if (plan.pp == 8 || plan.pp == 16)
+      splits.insert({plan.pp, plan.first_stage_layers, plan.last_stage_layers, plan.vpp});
+  }
+  CHECK(splits.count({16, 7, 7, 1}) == 1);
+  CHECK(splits.count({16, 7, 7, 2}) == 1);
+  CHECK(splits.count({16, 7, 7, 4}) == 1);
+  CHECK(splits.count({16, 7, 7, 8}) == 0);  // 8 chunks do not fit in 7 layers
+  CHECK(splits.count({8, 15, 15, 1}) == 1);
+  CHECK(splits.count({8, 15, 15, 2}) == 1);
+  for (const auto& [pp, first, last, vpp] : splits) {
+    CHECK(first > 0);  // neither pp divides 126: every such plan is uneven
+  }
 }
 
 std::vector<std::string> dumps(const SearchResult& result, size_t count) {
