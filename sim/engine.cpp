@@ -473,8 +473,13 @@ bool Engine::run(TimeNs horizon_ns) {
       s.finish(e.activity);
     }
     s.settle();
-    if (s.queue.empty()) break;
     s.drop_stale_events();
+    // A stale event on top must not end the run at the horizon: the step may be done by then.
+    while (!s.queue.empty() &&
+           s.queue.top().version != s.activities[s.queue.top().activity].version) {
+      s.queue.pop();
+    }
+    if (s.queue.empty()) break;
     if (s.queue.top().time_ns > horizon_ns) return false;
     s.now_ns = s.queue.top().time_ns;
   }
