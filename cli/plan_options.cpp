@@ -77,6 +77,44 @@ AttentionKind attention_backend(const std::string& name) {
 
 }  // namespace
 
+void add_stack_flags(CLI::App& command, PlanFlags& flags) {
+  command.add_option("--attention", flags.attention,
+                     "Attention core: flash (fused, the default) or unfused (scores through HBM)");
+  command.add_flag("--use-flash-attn", flags.use_flash_attn, "Megatron-LM: flash attention");
+  command.add_option("--attention-backend", flags.attention_backend,
+                     "Megatron-Core: flash, fused or auto (flash attention); unfused or local");
+  command.add_option("--framework", flags.framework,
+                     "Software stack whose defaults the plan takes: megatron-core (default), "
+                     "megatron-2022, deepspeed, fsdp2, ddp, horovod");
+  command.add_flag("--tp-comm-overlap", flags.tp_comm_overlap,
+                   "Megatron-LM: overlap TP communication with GEMMs in chunks (needs SP)");
+  command.add_flag("--overlap-grad-reduce", flags.overlap_grad_reduce,
+                   "Megatron-LM: reduce gradient buckets during the backward");
+  command.add_flag("--overlap-param-gather", flags.overlap_param_gather,
+                   "Megatron-LM: all-gather updated parameters during the next forward");
+  command.add_flag("--overlap-p2p-communication", flags.overlap_p2p,
+                   "Megatron-LM: post pipeline sends and receives ahead (its default)");
+  command.add_flag("--no-overlap-p2p-communication", flags.no_overlap_p2p,
+                   "Megatron-LM: wait for each pipeline send and receive");
+  command.add_option("--ddp-bucket-size", flags.bucket_size,
+                     "Megatron-LM: gradient bucket size in parameters");
+  command.add_flag("--grad-reduce-in-bf16", flags.grad_reduce_in_bf16,
+                   "Megatron-LM: accumulate and reduce gradients in bf16");
+  command.add_flag("--accumulate-allreduce-grads-in-fp32", flags.grads_in_fp32,
+                   "Megatron-LM: accumulate and reduce gradients in fp32");
+  command.add_option("--fp8,--fp8-format", flags.fp8,
+                     "FP8 GEMMs in the transformer layers (Transformer Engine): hybrid, e4m3 "
+                     "or none");
+  command.add_option("--host-dispatch", flags.host_dispatch,
+                     "How the host issues work: eager (PyTorch, the default), compiled "
+                     "(torch.compile), cuda-graphs, native (a C++/CUDA program), none (never the "
+                     "bottleneck)");
+  command.add_flag("--enable-cuda-graph", flags.cuda_graph,
+                   "Megatron-LM: CUDA graphs (host dispatch cuda-graphs)");
+  command.add_flag("--fp8-param-gather", flags.fp8_param_gather,
+                   "Megatron-LM: keep and all-gather the layers' weights in FP8");
+}
+
 void add_plan_flags(CLI::App& command, PlanFlags& flags) {
   command.add_option("--scenario", flags.scenario,
                      "Scenario JSON with model, cluster, gpus and plan; flags override it");
@@ -109,51 +147,53 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
   command.add_option("--dtype", flags.dtype, "Training dtype: bf16, fp16, fp32");
   command.add_flag("--bf16", flags.bf16, "Megatron-LM: train in bf16");
   command.add_flag("--fp16", flags.fp16, "Megatron-LM: train in fp16");
-  command.add_option("--attention", flags.attention,
-                     "Attention core: flash (fused, the default) or unfused (scores through HBM)");
-  command.add_flag("--use-flash-attn", flags.use_flash_attn, "Megatron-LM: flash attention");
-  command.add_option("--attention-backend", flags.attention_backend,
-                     "Megatron-Core: flash, fused or auto (flash attention); unfused or local");
-  command.add_option("--framework", flags.framework,
-                     "Software stack whose defaults the plan takes: megatron-core (default), "
-                     "megatron-2022, deepspeed, fsdp2, ddp, horovod");
-  command.add_flag("--tp-comm-overlap", flags.tp_comm_overlap,
-                   "Megatron-LM: overlap TP communication with GEMMs in chunks (needs SP)");
-  command.add_flag("--overlap-grad-reduce", flags.overlap_grad_reduce,
-                   "Megatron-LM: reduce gradient buckets during the backward");
-  command.add_flag("--overlap-param-gather", flags.overlap_param_gather,
-                   "Megatron-LM: all-gather updated parameters during the next forward");
-  command.add_flag("--overlap-p2p-communication", flags.overlap_p2p,
-                   "Megatron-LM: post pipeline sends and receives ahead (its default)");
-  command.add_flag("--no-overlap-p2p-communication", flags.no_overlap_p2p,
-                   "Megatron-LM: wait for each pipeline send and receive");
-  command.add_option("--ddp-bucket-size", flags.bucket_size,
-                     "Megatron-LM: gradient bucket size in parameters");
-  command.add_flag("--grad-reduce-in-bf16", flags.grad_reduce_in_bf16,
-                   "Megatron-LM: accumulate and reduce gradients in bf16");
-  command.add_flag("--accumulate-allreduce-grads-in-fp32", flags.grads_in_fp32,
-                   "Megatron-LM: accumulate and reduce gradients in fp32");
-  command.add_option("--fp8,--fp8-format", flags.fp8,
-                     "FP8 GEMMs in the transformer layers (Transformer Engine): hybrid, e4m3 "
-                     "or none");
+  add_stack_flags(command, flags);
   command.add_option("--recompute-num-layers", flags.recompute_layers,
                      "Megatron-LM: full recompute of this many layers per model chunk");
   command.add_option("--recompute-method", flags.recompute_method,
                      "Megatron-LM: block (the first --recompute-num-layers layers) or uniform");
-  command.add_option("--host-dispatch", flags.host_dispatch,
-                     "How the host issues work: eager (PyTorch, the default), compiled "
-                     "(torch.compile), cuda-graphs, native (a C++/CUDA program), none (never the "
-                     "bottleneck)");
-  command.add_flag("--enable-cuda-graph", flags.cuda_graph,
-                   "Megatron-LM: CUDA graphs (host dispatch cuda-graphs)");
-  command.add_flag("--fp8-param-gather", flags.fp8_param_gather,
-                   "Megatron-LM: keep and all-gather the layers' weights in FP8");
   command.add_option("--first-stage-layers,--decoder-first-pipeline-num-layers",
                      flags.first_stage_layers, "Layers on the first pipeline stage (uneven split)");
   command.add_option("--last-stage-layers,--decoder-last-pipeline-num-layers",
                      flags.last_stage_layers, "Layers on the last pipeline stage (uneven split)");
   command.add_option("--deepspeed-config,--deepspeed_config", flags.deepspeed_config,
                      "DeepSpeed config JSON (zero stage, micro-batch, accumulation, dtype)");
+}
+
+void apply_stack_flags(const PlanFlags& flags, ParallelPlan& plan) {
+  if (flags.use_flash_attn) plan.attention = AttentionKind::kFlash;
+  if (flags.attention_backend) plan.attention = attention_backend(*flags.attention_backend);
+  if (flags.attention)
+    plan.attention = parse_attention(*flags.attention, kCommandLine, "--attention");
+  if (flags.tp_comm_overlap) plan.overlap.tp_comm = true;
+  if (flags.overlap_grad_reduce) plan.overlap.grad_reduce = true;
+  if (flags.overlap_param_gather) plan.overlap.param_gather = true;
+  if (flags.overlap_p2p && flags.no_overlap_p2p) {
+    throw InputError(kCommandLine, "--overlap-p2p-communication",
+                     "given with --no-overlap-p2p-communication", "give one of the two");
+  }
+  if (flags.overlap_p2p) plan.overlap.p2p = true;
+  if (flags.no_overlap_p2p) plan.overlap.p2p = false;
+  if (flags.bucket_size) {
+    if (*flags.bucket_size < 1) {
+      throw InputError(kCommandLine, "--ddp-bucket-size",
+                       fmt::format("must be at least 1 parameter, found {}", *flags.bucket_size),
+                       "give a bucket size in parameters, e.g. 40000000");
+    }
+    plan.bucket_size = *flags.bucket_size;
+  }
+  if (flags.grad_reduce_in_bf16 && flags.grads_in_fp32) {
+    throw InputError(kCommandLine, "--grad-reduce-in-bf16",
+                     "given with --accumulate-allreduce-grads-in-fp32", "give one of the two");
+  }
+  if (flags.fp8) plan.fp8 = parse_fp8_format(*flags.fp8, kCommandLine, "--fp8");
+  if (flags.fp8_param_gather) plan.fp8_param_gather = true;
+  if (flags.cuda_graph) plan.host_dispatch = HostDispatch::kCudaGraphs;
+  if (flags.host_dispatch) {
+    plan.host_dispatch = parse_host_dispatch(*flags.host_dispatch, kCommandLine, "--host-dispatch");
+  }
+  if (flags.grad_reduce_in_bf16) plan.precision.fp32_grads = false;
+  if (flags.grads_in_fp32) plan.precision.fp32_grads = true;
 }
 
 PlanInputs resolve_plan_inputs(const PlanFlags& flags,
@@ -216,32 +256,7 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
   if (flags.bf16) plan.dtype = DType::kBf16;
   if (flags.fp16) plan.dtype = DType::kFp16;
   if (flags.dtype) plan.dtype = parse_dtype(*flags.dtype, kCommandLine, "--dtype");
-  if (flags.use_flash_attn) plan.attention = AttentionKind::kFlash;
-  if (flags.attention_backend) plan.attention = attention_backend(*flags.attention_backend);
-  if (flags.attention)
-    plan.attention = parse_attention(*flags.attention, kCommandLine, "--attention");
-  if (flags.tp_comm_overlap) plan.overlap.tp_comm = true;
-  if (flags.overlap_grad_reduce) plan.overlap.grad_reduce = true;
-  if (flags.overlap_param_gather) plan.overlap.param_gather = true;
-  if (flags.overlap_p2p && flags.no_overlap_p2p) {
-    throw InputError(kCommandLine, "--overlap-p2p-communication",
-                     "given with --no-overlap-p2p-communication", "give one of the two");
-  }
-  if (flags.overlap_p2p) plan.overlap.p2p = true;
-  if (flags.no_overlap_p2p) plan.overlap.p2p = false;
-  if (flags.bucket_size) {
-    if (*flags.bucket_size < 1) {
-      throw InputError(kCommandLine, "--ddp-bucket-size",
-                       fmt::format("must be at least 1 parameter, found {}", *flags.bucket_size),
-                       "give a bucket size in parameters, e.g. 40000000");
-    }
-    plan.bucket_size = *flags.bucket_size;
-  }
-  if (flags.grad_reduce_in_bf16 && flags.grads_in_fp32) {
-    throw InputError(kCommandLine, "--grad-reduce-in-bf16",
-                     "given with --accumulate-allreduce-grads-in-fp32", "give one of the two");
-  }
-  if (flags.fp8) plan.fp8 = parse_fp8_format(*flags.fp8, kCommandLine, "--fp8");
+  apply_stack_flags(flags, plan);
   // Megatron's methods: block recomputes the first N layers of each chunk in full; uniform
   // checkpoints groups of N layers, which recomputes every layer (counted as block over all).
   if (flags.recompute_method && *flags.recompute_method != "block" &&
@@ -253,13 +268,6 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
   if (flags.recompute_layers && flags.recompute_method.value_or("uniform") == "block") {
     plan.recompute_layers = *flags.recompute_layers;
   }
-  if (flags.fp8_param_gather) plan.fp8_param_gather = true;
-  if (flags.cuda_graph) plan.host_dispatch = HostDispatch::kCudaGraphs;
-  if (flags.host_dispatch) {
-    plan.host_dispatch = parse_host_dispatch(*flags.host_dispatch, kCommandLine, "--host-dispatch");
-  }
-  if (flags.grad_reduce_in_bf16) plan.precision.fp32_grads = false;
-  if (flags.grads_in_fp32) plan.precision.fp32_grads = true;
 
   // GPUs and dp: --gpus (or the scenario's) fixes the product; dp defaults to what is left.
   const std::optional<int64_t> gpus = flags.gpus ? flags.gpus : scenario.gpus;

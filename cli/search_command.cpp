@@ -20,6 +20,7 @@
 #include "common/error.hpp"
 #include "common/parallel_for.hpp"
 #include "models/model_reader.hpp"
+#include "plan/framework.hpp"
 #include "plan/plan_json.hpp"
 #include "sim/trace.hpp"
 
@@ -37,6 +38,7 @@ struct SearchCommandOptions {
   std::optional<int64_t> global_batch, seq_len;
   std::optional<std::string> dtype;
   bool allow_cross_node_tp = false;
+  PlanFlags stack;  // --framework, --attention, overlaps, --fp8, --host-dispatch, ...
   int64_t top = 10;
   std::string objective = "time";
   bool pareto = false;
@@ -61,9 +63,16 @@ SearchSpace search_space(const SearchCommandOptions& o) {
   SearchSpace space;
   std::optional<PlanInputs> scenario;
   if (!o.scenario.empty()) {
-    PlanFlags flags;
+    PlanFlags flags = o.stack;
     flags.scenario = o.scenario;
     scenario = resolve_plan_inputs(flags);
+    space.stack = scenario->plan;
+  } else {
+    if (o.stack.framework) {
+      space.stack = apply_framework(
+          space.stack, parse_framework(*o.stack.framework, kCommandLine, "--framework"));
+    }
+    apply_stack_flags(o.stack, space.stack);
   }
   if (!o.model.empty()) {
     space.model = load_model(o.model);
@@ -279,6 +288,7 @@ void add_search_command(CLI::App& app, std::function<int()>& run) {
   command->add_option("--seq-len", o->seq_len, "Tokens per sequence")->type_name("N");
   command->add_option("--dtype", o->dtype, "Training dtype (default bf16)")
       ->type_name("bf16|fp16|fp32");
+  add_stack_flags(*command, o->stack);
   command->add_flag("--allow-cross-node-tp", o->allow_cross_node_tp,
                     "Let TP span nodes (by default tp is at most the GPUs per node)");
   command->add_option("--top", o->top, "Plans to show (default 10)")->type_name("K");

@@ -67,6 +67,15 @@ double exposed_total(const CommSeconds& comm) { return comm.tp + comm.pp + comm.
 std::string yes_no(bool value) { return value ? "on" : "off"; }
 
 // The plan fields in which two plans differ: "tp 4 / 8, pp 8 / 16".
+// The overlaps the search chooses per plan (sim/search_space.hpp): "tp+grads+params", "-" none.
+std::string overlap_cell(const ParallelPlan& p) {
+  std::vector<const char*> overlapped;
+  if (p.overlap.tp_comm) overlapped.push_back("tp");
+  if (p.overlap.grad_reduce) overlapped.push_back("grads");
+  if (p.overlap.param_gather) overlapped.push_back("params");
+  return overlapped.empty() ? "-" : fmt::format("{}", fmt::join(overlapped, "+"));
+}
+
 std::string plan_differences(const ParallelPlan& a, const ParallelPlan& b) {
   std::vector<std::string> parts;
   const auto field = [&parts](const char* name, const auto& x, const auto& y) {
@@ -82,6 +91,8 @@ std::string plan_differences(const ParallelPlan& a, const ParallelPlan& b) {
   field("zero", a.zero_stage, b.zero_stage);
   field("recompute", std::string(to_string(a.recompute)), std::string(to_string(b.recompute)));
   field("sequence parallel", yes_no(a.sequence_parallel), yes_no(b.sequence_parallel));
+  field("first stage layers", a.first_stage_layers, b.first_stage_layers);
+  field("overlap", overlap_cell(a), overlap_cell(b));
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
@@ -125,11 +136,11 @@ std::string why_line(const SearchReportInputs& in, const PlanOutcome& best,
 
 std::string table_header(const SearchReportInputs& in) {
   std::string header = fmt::format(
-      "{:>4} {:>6} {:>4} {:>3} {:>3} {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:>9} {:>10} {:>6} "
-      "{:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}",
-      "#", "gpus", "dp", "tp", "pp", "vpp", "schedule", "mb", "zero", "recompute", "sp", "step s",
-      "tokens/s", "MFU", "bubble", "exposed s", "peak GiB", "headroom", "$/step", "$/M tok",
-      "kWh/step");
+      "{:>4} {:>6} {:>4} {:>3} {:>3} {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:<15} {:>9} {:>10} "
+      "{:>6} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}",
+      "#", "gpus", "dp", "tp", "pp", "vpp", "schedule", "mb", "zero", "recompute", "sp", "overlap",
+      "step s", "tokens/s", "MFU", "bubble", "exposed s", "peak GiB", "headroom", "$/step",
+      "$/M tok", "kWh/step");
   if (in.train_tokens) header += fmt::format(" {:>10} {:>10}", "train days", "train $");
   return header;
 }
@@ -138,11 +149,11 @@ std::string table_row(const SearchReportInputs& in, size_t rank, const PlanOutco
   const ParallelPlan& p = o.plan;
   const PlanFigures& f = o.figures;
   std::string row = fmt::format(
-      "{:>4} {:>6} {:>4} {:>3} {:>3} {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:>9.4g} {:>10.0f} "
-      "{:>5.1f}% {:>5.1f}% {:>9.3f} {:>8} {:>8} {:>8} {:>8} {:>8.3g}",
+      "{:>4} {:>6} {:>4} {:>3} {:>3} {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:<15} {:>9.4g} "
+      "{:>10.0f} {:>5.1f}% {:>5.1f}% {:>9.3f} {:>8} {:>8} {:>8} {:>8} {:>8.3g}",
       rank, p.gpus(), p.dp, p.tp, p.pp, p.vpp, to_string(p.schedule), p.micro_batch, p.zero_stage,
-      to_string(p.recompute), yes_no(p.sequence_parallel), f.step_time_s, f.tokens_per_s,
-      100 * f.mfu, 100 * f.bubble_fraction, exposed_total(f.exposed_comm_s),
+      to_string(p.recompute), yes_no(p.sequence_parallel), overlap_cell(p), f.step_time_s,
+      f.tokens_per_s, 100 * f.mfu, 100 * f.bubble_fraction, exposed_total(f.exposed_comm_s),
       gib(f.peak_memory_bytes), gib(f.device_memory_bytes - f.peak_memory_bytes),
       usd(f.cost_usd_per_step), usd(f.cost_usd_per_million_tokens),
       f.energy_joules_per_step / kJoulesPerKwh);
@@ -201,10 +212,16 @@ std::string counts_text(const SearchReportInputs& in, const SearchResult& r, siz
 }  // namespace
 
 std::string plan_cell(const ParallelPlan& p) {
-  return fmt::format("dp {} x tp {} x pp {}{}, {}, mb {}, zero {}, recompute {}{}", p.dp, p.tp,
-                     p.pp, p.vpp > 1 ? fmt::format(" x vpp {}", p.vpp) : "", to_string(p.schedule),
-                     p.micro_batch, p.zero_stage, to_string(p.recompute),
-                     p.sequence_parallel ? ", sp" : "");
+  std::string split;
+  if (p.first_stage_layers > 0) {
+    split = fmt::format(" ({} first, {} last)", p.first_stage_layers, p.last_stage_layers);
+  }
+  const std::string overlapped = overlap_cell(p);
+  return fmt::format("dp {} x tp {} x pp {}{}{}, {}, mb {}, zero {}, recompute {}{}{}", p.dp, p.tp,
+                     p.pp, p.vpp > 1 ? fmt::format(" x vpp {}", p.vpp) : "", split,
+                     to_string(p.schedule), p.micro_batch, p.zero_stage, to_string(p.recompute),
+                     p.sequence_parallel ? ", sp" : "",
+                     overlapped == "-" ? "" : fmt::format(", overlap {}", overlapped));
 }
 
 std::string search_summary(const SearchReportInputs& in, const SearchResult& r) {
@@ -219,6 +236,7 @@ std::string search_summary(const SearchReportInputs& in, const SearchResult& r) 
                   space.cluster.gpus_per_node,
                   static_cast<double>(space.cluster.device.hbm_bytes) / kBytesPerGB,
                   search_price_usd_per_gpu_hour(space, in.options)));
+  add(fmt::format("stack    {}", stack_line(space.stack)));
   add(fmt::format("search   global batch {} x seq {} = {} tokens per step, {}; best by {}",
                   space.global_batch, space.seq_len, space.global_batch * space.seq_len,
                   to_string(space.dtype), objective_name(in.options.objective)));
@@ -257,8 +275,10 @@ std::string search_summary(const SearchReportInputs& in, const SearchResult& r) 
 
 std::string search_csv(const SearchReportInputs& in, const SearchResult& r) {
   std::string out =
-      "rank,gpus,dp,tp,pp,vpp,schedule,micro_batch,zero_stage,recompute,sequence_parallel,"
-      "step_time_s,tokens_per_s,mfu,hfu,bubble_fraction,exposed_tp_s,exposed_pp_s,exposed_dp_s,"
+      "rank,gpus,dp,tp,pp,vpp,first_stage_layers,last_stage_layers,schedule,micro_batch,"
+      "zero_stage,recompute,sequence_parallel,tp_comm_overlap,overlap_grad_reduce,"
+      "overlap_param_gather,step_time_s,tokens_per_s,mfu,hfu,bubble_fraction,exposed_tp_s,exposed_"
+      "pp_s,exposed_dp_s,"
       "peak_memory_bytes,device_memory_bytes,fits_in_memory,cost_usd_per_step,"
       "cost_usd_per_million_tokens,energy_joules_per_step,bound_step_time_s";
   if (in.train_tokens) out += ",train_steps,train_seconds,train_gpu_hours,train_cost_usd";
@@ -268,12 +288,15 @@ std::string search_csv(const SearchReportInputs& in, const SearchResult& r) {
     const ParallelPlan& p = o.plan;
     const PlanFigures& f = o.figures;
     out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", i + 1,
-        p.gpus(), p.dp, p.tp, p.pp, p.vpp, to_string(p.schedule), p.micro_batch, p.zero_stage,
-        to_string(p.recompute), p.sequence_parallel, f.step_time_s, f.tokens_per_s, f.mfu, f.hfu,
-        f.bubble_fraction, f.exposed_comm_s.tp, f.exposed_comm_s.pp, f.exposed_comm_s.dp,
-        f.peak_memory_bytes, f.device_memory_bytes, f.fits_in_memory, f.cost_usd_per_step,
-        f.cost_usd_per_million_tokens, f.energy_joules_per_step, o.bound_step_time_s);
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
+        "{},{}",
+        i + 1, p.gpus(), p.dp, p.tp, p.pp, p.vpp, p.first_stage_layers, p.last_stage_layers,
+        to_string(p.schedule), p.micro_batch, p.zero_stage, to_string(p.recompute),
+        p.sequence_parallel, p.overlap.tp_comm, p.overlap.grad_reduce, p.overlap.param_gather,
+        f.step_time_s, f.tokens_per_s, f.mfu, f.hfu, f.bubble_fraction, f.exposed_comm_s.tp,
+        f.exposed_comm_s.pp, f.exposed_comm_s.dp, f.peak_memory_bytes, f.device_memory_bytes,
+        f.fits_in_memory, f.cost_usd_per_step, f.cost_usd_per_million_tokens,
+        f.energy_joules_per_step, o.bound_step_time_s);
     if (in.train_tokens) {
       const TrainingCost cost = training_cost(in, o);
       out += fmt::format(",{},{},{},{}", cost.steps, cost.seconds, cost.gpu_hours, cost.usd);

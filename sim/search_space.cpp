@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "plan/framework.hpp"
 
 namespace strata {
 
@@ -56,6 +57,30 @@ std::vector<ScheduleChoice> schedules(const PipelineSplit& split) {
   return choices;
 }
 
+// The overlap settings a plan is tried with. The gradient-reduce and parameter-gather overlaps
+// only hide communication behind compute, so where the stack's framework has them (megatron-core,
+// deepspeed's overlap_comm) and dp > 1 they are on, as Megatron-LM's documentation advises with a
+// sharded optimizer. The TP overlap trades exposed communication for smaller, slower GEMM chunks
+// (and doubles the graph's GEMM tasks, so the search's time): a stack with it tries each
+// sequence-parallel plan with and without it.
+std::vector<Overlap> overlaps(const ParallelPlan& stack, int64_t dp, int64_t zero,
+                              bool sequence_parallel) {
+  Overlap base = stack.overlap;
+  const bool megatron = stack.framework == Framework::kMegatronCore;
+  if ((megatron || stack.framework == Framework::kDeepSpeed) && dp > 1) {
+    base.grad_reduce = true;
+    base.param_gather = base.param_gather || megatron;
+  }
+  base.tp_comm = false;
+  base.param_gather = base.param_gather && zero > 0;
+  std::vector<Overlap> choices{base};
+  if (stack.overlap.tp_comm && sequence_parallel) {
+    choices.push_back(base);
+    choices.back().tp_comm = true;
+  }
+  return choices;
+}
+
 }  // namespace
 
 Enumeration enumerate_plans(const SearchSpace& space) {
@@ -66,6 +91,7 @@ Enumeration enumerate_plans(const SearchSpace& space) {
     ++out.enumerated;
     try {
       validate_plan(plan, model, plan.gpus(), "search");
+      validate_plan_on_device(plan, space.cluster.device, "search");
       out.plans.push_back(plan);
     } catch (const InputError& refused) {
       RefusalCount& count = refusals[refused.field()];
@@ -91,26 +117,32 @@ Enumeration enumerate_plans(const SearchSpace& space) {
         for (const ScheduleChoice& choice : schedules(*split)) {
           for (const int64_t micro_batch : micro_batches) {
             for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+              if (!framework_runs_zero_stage(space.stack.framework, zero)) continue;
               for (const RecomputeKind recompute :
                    {RecomputeKind::kNone, RecomputeKind::kSelective, RecomputeKind::kFull}) {
                 for (const bool sequence_parallel : {false, true}) {
                   if (sequence_parallel && tp == 1) continue;
-                  ParallelPlan plan;
-                  plan.dp = dp;
-                  plan.tp = tp;
-                  plan.pp = pp;
-                  plan.vpp = choice.vpp;
-                  plan.first_stage_layers = split->first_stage_layers;
-                  plan.last_stage_layers = split->last_stage_layers;
-                  plan.schedule = choice.schedule;
-                  plan.zero_stage = zero;
-                  plan.micro_batch = micro_batch;
-                  plan.global_batch = space.global_batch;
-                  plan.seq_len = space.seq_len;
-                  plan.recompute = recompute;
-                  plan.sequence_parallel = sequence_parallel;
-                  plan.dtype = space.dtype;
-                  consider(plan);
+                  for (const Overlap& overlap :
+                       overlaps(space.stack, dp, zero, sequence_parallel)) {
+                    ParallelPlan plan = space.stack;
+                    plan.dp = dp;
+                    plan.tp = tp;
+                    plan.pp = pp;
+                    plan.vpp = choice.vpp;
+                    plan.first_stage_layers = split->first_stage_layers;
+                    plan.last_stage_layers = split->last_stage_layers;
+                    plan.schedule = choice.schedule;
+                    plan.zero_stage = zero;
+                    plan.micro_batch = micro_batch;
+                    plan.global_batch = space.global_batch;
+                    plan.seq_len = space.seq_len;
+                    plan.recompute = recompute;
+                    plan.recompute_layers = 0;
+                    plan.sequence_parallel = sequence_parallel;
+                    plan.dtype = space.dtype;
+                    plan.overlap = overlap;
+                    consider(plan);
+                  }
                 }
               }
             }

@@ -21,6 +21,10 @@ struct SearchSpace {
   int64_t global_batch = 0;   // sequences per step
   int64_t seq_len = 0;
   DType dtype = DType::kBf16;
+  // The software stack every plan runs on: its framework, attention, overlaps, buckets, model
+  // state precision, FP8 and host dispatch are taken from here; the parallel layout, batch split,
+  // recompute and schedule fields are ignored (enumerated).
+  ParallelPlan stack;
   // TP spans at most one node (NVLink) unless this is set (Megatron-LM's advice, Narayanan et al.
   // 2021 Sec. 3.3: TP across nodes runs its collectives over the slower fabric).
   bool allow_cross_node_tp = false;
@@ -45,7 +49,11 @@ struct Enumeration {
 // split; search_space.cpp), schedules 1f1b, interleaved with each vpp >= 2 dividing the layers
 // per (middle) stage, and gpipe (1f1b alone when pp = 1), micro-batches dividing the per-replica
 // batch, ZeRO 0-3 (0 alone when dp = 1: the stages differ only in what they shard over dp),
-// recompute none, selective, full, and sequence parallelism off and on (off alone when tp = 1).
+// recompute none, selective, full, and sequence parallelism off and on (off alone when tp = 1);
+// the ZeRO stages the stack's framework runs, and its overlaps: the gradient-reduce and
+// parameter-gather overlaps on where the framework has them and dp > 1 (they only hide
+// communication), and, when the stack has the TP communication overlap, each sequence-parallel
+// plan with and without it.
 Enumeration enumerate_plans(const SearchSpace& space);
 
 }  // namespace strata

@@ -40,6 +40,14 @@ with open("flags.txt", "w") as out:
                  "--seq-len", p["seq_len"], "--dtype", p["dtype"], "--attention", p["attention"]]
         if p["sequence_parallel"]:
             flags.append("--sequence-parallel")
+        for key, flag in (("tp_comm_overlap", "--tp-comm-overlap"),
+                          ("overlap_grad_reduce", "--overlap-grad-reduce"),
+                          ("overlap_param_gather", "--overlap-param-gather")):
+            if p[key]:
+                flags.append(flag)
+        if p.get("first_stage_layers", 0) > 0:
+            flags += ["--first-stage-layers", p["first_stage_layers"],
+                      "--last-stage-layers", p["last_stage_layers"]]
         print(" ".join(str(f) for f in flags), file=out)
 ' search.json
     rank=0

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "plan/framework.hpp"
 #include "sim/search.hpp"
 #include "sim/search_json.hpp"
 #include "sim/search_space.hpp"
@@ -43,13 +44,16 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
 //   schedules: pp 1 -> 1 (1f1b); pp 2 -> 1f1b, interleaved vpp 2, 3, 6 (divisors >= 2 of 12/2),
 //   gpipe = 5; pp 4 -> 1f1b, interleaved vpp 3 (12/4 = 3), gpipe = 3;
 //   micro-batches: the divisors of 16/dp: dp 8 -> 2, dp 4 -> 3, dp 2 -> 4, dp 1 -> 5;
-//   ZeRO 0-3 when dp > 1 (4), else 1; recompute 3; sequence parallel 2 when tp > 1, else 1.
+//   ZeRO 0-3 when dp > 1 (4), else 1; recompute 3; sequence parallel off and on when tp > 1;
+//   overlaps: the gradient and parameter overlaps are simply on where dp > 1; the default stack
+//   has no TP overlap to try.
 // Enumerated (schedules x micro-batches x zero x recompute x sp):
 //   tp 1: pp 1 dp 8: 1x2x4x3x1 = 24;  pp 2 dp 4: 5x3x4x3x1 = 180;  pp 4 dp 2: 3x4x4x3x1 = 144
 //   tp 2: pp 1 dp 4: 1x3x4x3x2 = 72;  pp 2 dp 2: 5x4x4x3x2 = 480;  pp 4 dp 1: 3x5x1x3x2 = 90
 //   tp 4: pp 1 dp 2: 1x4x4x3x2 = 96;  pp 2 dp 1: 5x5x1x3x2 = 150
 //   tp 8: pp 1 dp 1: 1x5x1x3x2 = 30
-//   total 348 + 642 + 246 + 30 = 1266.
+//   total 348 + 642 + 246 + 30 = 1266; with --tp-comm-overlap each sp plan twice: the sp
+//   column counts 3 instead of 2, 348 + 963 + 369 + 45 = 1725.
 // Refused by validate_plan:
 //   tp 8 does not divide the 12 heads: all 30 of tp 8;
 //   interleaved with micro-batches m = 16 / (dp x mb) not a multiple of pp (the tp check passes):
@@ -83,11 +87,40 @@ TEST_CASE("gpt2-124m on 8 GPUs enumerates 1266 plans, 1074 of them valid", "[sea
     interleaved += plan.schedule == ScheduleKind::kInterleaved ? 1 : 0;
     sequence_parallel += plan.sequence_parallel ? 1 : 0;
     zero += plan.zero_stage > 0 ? 1 : 0;
+    CHECK((!plan.overlap.tp_comm || plan.sequence_parallel));
+    CHECK(plan.overlap.grad_reduce == (plan.dp > 1));
+    CHECK((!plan.overlap.param_gather || (plan.overlap.grad_reduce && plan.zero_stage > 0)));
   }
   // The rules above are exercised, not vacuous: interleaved, sp and ZeRO plans are among them.
   CHECK(interleaved > 0);
   CHECK(sequence_parallel > 0);
   CHECK(zero > 0);
+
+  SearchSpace with_tp_overlap = space;
+  with_tp_overlap.stack.overlap.tp_comm = true;
+  CHECK(enumerate_plans(with_tp_overlap).enumerated == 1725);
+}
+
+// The stack's framework bounds the search (plan/framework.hpp): megatron-2022 runs ZeRO 0-1 and
+// no overlap beyond its own; ddp is data-parallel only, its buckets already overlapped.
+TEST_CASE("the search keeps to the stack's framework", "[search][enumerate]") {
+  SearchSpace space = gpt2_space({8}, 16);
+  space.stack = apply_framework(space.stack, Framework::kMegatron2022);
+  for (const ParallelPlan& plan : enumerate_plans(space).plans) {
+    INFO(describe(plan));
+    CHECK(plan.framework == Framework::kMegatron2022);
+    CHECK(plan.attention == AttentionKind::kUnfused);
+    CHECK(plan.zero_stage <= 1);
+    CHECK(plan.overlap == space.stack.overlap);
+  }
+  space.stack = apply_framework(space.stack, Framework::kDdp);
+  const Enumeration ddp = enumerate_plans(space);
+  REQUIRE(!ddp.plans.empty());
+  for (const ParallelPlan& plan : ddp.plans) {
+    CHECK(plan.dp == 8);
+    CHECK(plan.zero_stage == 0);
+    CHECK(plan.overlap.grad_reduce);
+  }
 }
 
 // Where pp does not divide the layers the search splits them unevenly, lighter on the first and
