@@ -59,10 +59,10 @@ TEST_CASE("H100 defaults scale the A100 matmul curve by the measured maxima", "[
   CHECK(h200.op(OpKind::kMatmul).flops.at(1e11) == Approx(h100.op(OpKind::kMatmul).flops.at(1e11)));
 }
 
-// FP8 on H100: a compute-bound FP8 GEMM reaches the same share of the measured FP8 maximum
-// (hardware.csv: 1402.6 TFLOP/s) as the bf16 GEMM of that shape reaches of the bf16 one (794.5),
-// so a GEMM-only layer runs 1402.6 / 794.5 = 1.77x faster in FP8; against the FP8 dense peak
-// (1979) it runs at the FP8 roof's share 1402.6 / 1979 of that efficiency.
+// FP8 on H100: a compute-bound FP8 GEMM reaches 0.72 of the share of the measured FP8 maximum
+// (hardware.csv: 1402.6 TFLOP/s) that the bf16 GEMM of that shape reaches of the bf16 one (794.5)
+// (sim/default_efficiency.cpp: the factor set from the NeMo H100 FP8 runs), so a GEMM-only layer
+// runs 0.72 x 1402.6 / 794.5 = 1.27x faster in FP8.
 TEST_CASE("FP8 GEMMs on H100 run against the FP8 roof", "[sim][compute][fp8]") {
   const DeviceSpec h100 = load_device("h100-sxm");
   DeviceEfficiency eff = default_efficiency(h100);
@@ -73,10 +73,10 @@ TEST_CASE("FP8 GEMMs on H100 run against the FP8 roof", "[sim][compute][fp8]") {
     const OpShape fp8 = matmul_op(n, n, n, fwd, DType::kFp8);
     const double bf16_ns = static_cast<double>(compute_time_ns(h100, eff, bf16));
     const double fp8_ns = static_cast<double>(compute_time_ns(h100, eff, fp8));
-    CHECK(bf16_ns / fp8_ns == Approx(1402.6 / 794.5).epsilon(1e-4));
+    CHECK(bf16_ns / fp8_ns == Approx(0.72 * 1402.6 / 794.5).epsilon(1e-4));
     const double bf16_share = static_cast<double>(bf16.flops) / (bf16_ns * 1e-9) / 794.5e12;
     const double fp8_share = static_cast<double>(fp8.flops) / (fp8_ns * 1e-9) / 1402.6e12;
-    CHECK(fp8_share == Approx(bf16_share).epsilon(1e-4));
+    CHECK(fp8_share == Approx(0.72 * bf16_share).epsilon(1e-4));
   }
 }
 
