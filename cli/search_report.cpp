@@ -237,6 +237,7 @@ std::string search_summary(const SearchReportInputs& in, const SearchResult& r) 
                   static_cast<double>(space.cluster.device.hbm_bytes) / kBytesPerGB,
                   search_price_usd_per_gpu_hour(space, in.options)));
   add(fmt::format("stack    {}", stack_line(space.stack)));
+  add("         (the search sets each plan's overlaps: its overlap column, sim/search_space.hpp)");
   add(fmt::format("search   global batch {} x seq {} = {} tokens per step, {}; best by {}",
                   space.global_batch, space.seq_len, space.global_batch * space.seq_len,
                   to_string(space.dtype), objective_name(in.options.objective)));

@@ -120,6 +120,10 @@ Enumeration enumerate_plans(const SearchSpace& space) {
               if (!framework_runs_zero_stage(space.stack.framework, zero)) continue;
               for (const RecomputeKind recompute :
                    {RecomputeKind::kNone, RecomputeKind::kSelective, RecomputeKind::kFull}) {
+                // Under flash attention selective recompute rebuilds nothing: the plan is none's.
+                if (recompute == RecomputeKind::kSelective &&
+                    space.stack.attention == AttentionKind::kFlash)
+                  continue;
                 for (const bool sequence_parallel : {false, true}) {
                   if (sequence_parallel && tp == 1) continue;
                   for (const Overlap& overlap :

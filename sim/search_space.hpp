@@ -49,11 +49,11 @@ struct Enumeration {
 // split; search_space.cpp), schedules 1f1b, interleaved with each vpp >= 2 dividing the layers
 // per (middle) stage, and gpipe (1f1b alone when pp = 1), micro-batches dividing the per-replica
 // batch, ZeRO 0-3 (0 alone when dp = 1: the stages differ only in what they shard over dp),
-// recompute none, selective, full, and sequence parallelism off and on (off alone when tp = 1);
-// the ZeRO stages the stack's framework runs, and its overlaps: the gradient-reduce and
-// parameter-gather overlaps on where the framework has them and dp > 1 (they only hide
-// communication), and, when the stack has the TP communication overlap, each sequence-parallel
-// plan with and without it.
+// recompute none, selective (not under flash attention, where it is none), full, and sequence
+// parallelism off and on (off alone when tp = 1); the ZeRO stages the stack's framework runs, and
+// its overlaps: the gradient-reduce and parameter-gather overlaps on where the framework has them
+// and dp > 1 (they only hide communication), and, when the stack has the TP communication overlap,
+// each sequence-parallel plan with and without it.
 Enumeration enumerate_plans(const SearchSpace& space);
 
 }  // namespace strata

@@ -44,34 +44,35 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
 //   schedules: pp 1 -> 1 (1f1b); pp 2 -> 1f1b, interleaved vpp 2, 3, 6 (divisors >= 2 of 12/2),
 //   gpipe = 5; pp 4 -> 1f1b, interleaved vpp 3 (12/4 = 3), gpipe = 3;
 //   micro-batches: the divisors of 16/dp: dp 8 -> 2, dp 4 -> 3, dp 2 -> 4, dp 1 -> 5;
-//   ZeRO 0-3 when dp > 1 (4), else 1; recompute 3; sequence parallel off and on when tp > 1;
-//   overlaps: the gradient and parameter overlaps are simply on where dp > 1; the default stack
-//   has no TP overlap to try.
+//   ZeRO 0-3 when dp > 1 (4), else 1; recompute none and full (2: under the default stack's
+//   flash attention selective recompute is the same plan as none); sequence parallel 2 when
+//   tp > 1, else 1; overlaps: the gradient and parameter overlaps are simply on where dp > 1, and
+//   the default stack has no TP overlap to try.
 // Enumerated (schedules x micro-batches x zero x recompute x sp):
-//   tp 1: pp 1 dp 8: 1x2x4x3x1 = 24;  pp 2 dp 4: 5x3x4x3x1 = 180;  pp 4 dp 2: 3x4x4x3x1 = 144
-//   tp 2: pp 1 dp 4: 1x3x4x3x2 = 72;  pp 2 dp 2: 5x4x4x3x2 = 480;  pp 4 dp 1: 3x5x1x3x2 = 90
-//   tp 4: pp 1 dp 2: 1x4x4x3x2 = 96;  pp 2 dp 1: 5x5x1x3x2 = 150
-//   tp 8: pp 1 dp 1: 1x5x1x3x2 = 30
-//   total 348 + 642 + 246 + 30 = 1266; with --tp-comm-overlap each sp plan twice: the sp
-//   column counts 3 instead of 2, 348 + 963 + 369 + 45 = 1725.
+//   tp 1: pp 1 dp 8: 1x2x4x2x1 = 16;  pp 2 dp 4: 5x3x4x2x1 = 120;  pp 4 dp 2: 3x4x4x2x1 = 96
+//   tp 2: pp 1 dp 4: 1x3x4x2x2 = 48;  pp 2 dp 2: 5x4x4x2x2 = 320;  pp 4 dp 1: 3x5x1x2x2 = 60
+//   tp 4: pp 1 dp 2: 1x4x4x2x2 = 64;  pp 2 dp 1: 5x5x1x2x2 = 100
+//   tp 8: pp 1 dp 1: 1x5x1x2x2 = 20
+//   total 232 + 428 + 164 + 20 = 844; with --tp-comm-overlap each sp plan twice: the sp
+//   column counts 3 instead of 2, 232 + 642 + 246 + 30 = 1150.
 // Refused by validate_plan:
-//   tp 8 does not divide the 12 heads: all 30 of tp 8;
+//   tp 8 does not divide the 12 heads: all 20 of tp 8;
 //   interleaved with micro-batches m = 16 / (dp x mb) not a multiple of pp (the tp check passes):
-//     tp 1 pp 2 dp 4: mb 4 (m 1), 3 vpp x 4 zero x 3 = 36;  tp 1 pp 4 dp 2: mb 4, 8 (m 2, 1),
-//     1 x 2 x 4 x 3 = 24;  tp 2 pp 2 dp 2: mb 8 (m 1), 3 x 4 x 3 x 2 = 72;  tp 2 pp 4 dp 1:
-//     mb 8, 16 (m 2, 1), 1 x 2 x 3 x 2 = 12;  tp 4 pp 2 dp 1: mb 16 (m 1), 3 x 3 x 2 = 18;
-//     = 162 on global_batch.
-//   valid: 1266 - 30 - 162 = 1074.
-TEST_CASE("gpt2-124m on 8 GPUs enumerates 1266 plans, 1074 of them valid", "[search][enumerate]") {
+//     tp 1 pp 2 dp 4: mb 4 (m 1), 3 vpp x 4 zero x 2 = 24;  tp 1 pp 4 dp 2: mb 4, 8 (m 2, 1),
+//     1 x 2 x 4 x 2 = 16;  tp 2 pp 2 dp 2: mb 8 (m 1), 3 x 4 x 2 x 2 = 48;  tp 2 pp 4 dp 1:
+//     mb 8, 16 (m 2, 1), 1 x 2 x 2 x 2 = 8;  tp 4 pp 2 dp 1: mb 16 (m 1), 3 x 2 x 2 = 12;
+//     = 108 on global_batch.
+//   valid: 844 - 20 - 108 = 716.
+TEST_CASE("gpt2-124m on 8 GPUs enumerates 844 plans, 716 of them valid", "[search][enumerate]") {
   const SearchSpace space = gpt2_space({8}, 16);
   const Enumeration enumeration = enumerate_plans(space);
-  CHECK(enumeration.enumerated == 1266);
-  CHECK(enumeration.plans.size() == 1074);
+  CHECK(enumeration.enumerated == 844);
+  CHECK(enumeration.plans.size() == 716);
   REQUIRE(enumeration.refusals.size() == 2);
   CHECK(enumeration.refusals[0].field == "global_batch (--global-batch)");
-  CHECK(enumeration.refusals[0].plans == 162);
+  CHECK(enumeration.refusals[0].plans == 108);
   CHECK(enumeration.refusals[1].field == "tp (--tp)");
-  CHECK(enumeration.refusals[1].plans == 30);
+  CHECK(enumeration.refusals[1].plans == 20);
 
   int64_t interleaved = 0;
   int64_t sequence_parallel = 0;
@@ -98,7 +99,7 @@ TEST_CASE("gpt2-124m on 8 GPUs enumerates 1266 plans, 1074 of them valid", "[sea
 
   SearchSpace with_tp_overlap = space;
   with_tp_overlap.stack.overlap.tp_comm = true;
-  CHECK(enumerate_plans(with_tp_overlap).enumerated == 1725);
+  CHECK(enumerate_plans(with_tp_overlap).enumerated == 1150);
 }
 
 // The stack's framework bounds the search (plan/framework.hpp): megatron-2022 runs ZeRO 0-1 and
