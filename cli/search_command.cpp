@@ -122,6 +122,9 @@ SearchSpace search_space(const SearchCommandOptions& o) {
   space.dtype = o.dtype ? parse_dtype(*o.dtype, kCommandLine, "--dtype")
                         : (scenario ? scenario->plan.dtype : DType::kBf16);
   space.allow_cross_node_tp = o.allow_cross_node_tp;
+  // What the stack needs of the device (FP8) holds for every plan or none: one error, exit 2.
+  validate_plan_on_device(space.stack, space.cluster.device,
+                          o.scenario.empty() ? kCommandLine : o.scenario);
   return space;
 }
 
