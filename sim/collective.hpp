@@ -65,6 +65,11 @@ struct CollectivePlan {
 // output of an all-gather, the input of a reduce-scatter). A one-member group has no steps.
 CollectivePlan plan_collective(const Topology& topology, const CollectiveTuning& tuning,
                                CollectiveKind kind, std::span<const int64_t> gpus, int64_t bytes);
+// The plan of a given algorithm: the one plan_collective chose for a symmetric copy of the group
+// (the simulator's folded images), so that each copy is not estimated again.
+CollectivePlan plan_collective_as(CollectiveAlgorithm algorithm, const Topology& topology,
+                                  const CollectiveTuning& tuning, CollectiveKind kind,
+                                  std::span<const int64_t> gpus, int64_t bytes);
 
 // The time a plan takes alone on an idle cluster: per step, its latency plus the time of its
 // most loaded link (the wire bytes of the step's flows on it over its bandwidth). The engine

@@ -2,7 +2,6 @@
 // bus bandwidth factor. The algorithms live one per file (collective_ring.cpp, ...).
 
 #include <algorithm>
-#include <map>
 #include <utility>
 #include <vector>
 
@@ -83,6 +82,31 @@ bool hierarchical_applies(const Placement& placement) {
   return placement.spans_nodes() && placement.uniform() && placement.nodes.front().size() > 1;
 }
 
+// The plan of `algorithm` on the placed members; `first_gpu` is the group's rank 0 (a ring's
+// start).
+CollectivePlan plan_placed(CollectiveAlgorithm algorithm, const Topology& topology,
+                           const CollectiveTuning& tuning, CollectiveKind kind,
+                           const Placement& placement, int64_t first_gpu, int64_t bytes) {
+  const FabricTuning& fabric = placement.spans_nodes() ? tuning.net : tuning.nvlink;
+  if (placement.ordered.size() <= 1) {
+    return {CollectiveAlgorithm::kRing, fabric.pick(bytes).protocol, {}};
+  }
+  switch (algorithm) {
+    case CollectiveAlgorithm::kRing:
+      return collective_detail::plan_ring(topology, fabric, kind, placement, first_gpu, bytes);
+    case CollectiveAlgorithm::kTree:
+      return collective_detail::plan_tree(topology, tuning, placement, bytes);
+    case CollectiveAlgorithm::kNvls:
+      return collective_detail::plan_nvls(topology, tuning.nvls, placement.ordered, bytes);
+    case CollectiveAlgorithm::kHierarchical:
+      return collective_detail::plan_hierarchical(topology, tuning, placement, bytes);
+    case CollectiveAlgorithm::kPairwise:
+      return collective_detail::plan_pairwise(topology, fabric, placement, bytes);
+  }
+  STRATA_ASSERT(false, "a known collective algorithm");
+  return {};
+}
+
 }  // namespace
 
 // The choice, as NCCL's tuner makes it for these shapes:
@@ -99,45 +123,36 @@ CollectivePlan plan_collective(const Topology& topology, const CollectiveTuning&
                                CollectiveKind kind, std::span<const int64_t> gpus, int64_t bytes) {
   STRATA_ASSERT(bytes >= 0, fmt::format("a collective moves >= 0 bytes, got {}", bytes));
   const Placement placement = collective_detail::place(topology, gpus);
-  const bool spans = placement.spans_nodes();
-  const FabricTuning& fabric = spans ? tuning.net : tuning.nvlink;
-  if (gpus.size() <= 1) {
-    return {CollectiveAlgorithm::kRing, fabric.pick(bytes).protocol, {}};
-  }
-  const auto ring = [&] {
-    return collective_detail::plan_ring(topology, fabric, kind, placement, gpus.front(), bytes);
+  const int64_t first_gpu = gpus.empty() ? 0 : gpus.front();
+  const auto as = [&](CollectiveAlgorithm algorithm) {
+    return plan_placed(algorithm, topology, tuning, kind, placement, first_gpu, bytes);
   };
+  if (gpus.size() <= 1) return as(CollectiveAlgorithm::kRing);
   switch (kind) {
     case CollectiveKind::kAllToAll:
-      return collective_detail::plan_pairwise(topology, fabric, placement, bytes);
+      return as(CollectiveAlgorithm::kPairwise);
     case CollectiveKind::kBroadcast:
     case CollectiveKind::kRingExchange:
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllGather:
-      return ring();
+      return as(CollectiveAlgorithm::kRing);
     case CollectiveKind::kAllReduce:
       break;
   }
-  if (!spans) {
-    if (nvls_applies(topology, tuning, bytes)) {
-      return collective_detail::plan_nvls(topology, tuning.nvls, placement.ordered, bytes);
-    }
-    return ring();
+  if (!placement.spans_nodes()) {
+    return as(nvls_applies(topology, tuning, bytes) ? CollectiveAlgorithm::kNvls
+                                                    : CollectiveAlgorithm::kRing);
   }
   const bool hierarchical = hierarchical_applies(placement);
+  const CollectiveAlgorithm wide =
+      hierarchical ? CollectiveAlgorithm::kHierarchical : CollectiveAlgorithm::kRing;
   if (tuning.tree_max_bytes) {
-    if (bytes <= *tuning.tree_max_bytes) {
-      return collective_detail::plan_tree(topology, tuning, placement, bytes);
-    }
-    return hierarchical ? collective_detail::plan_hierarchical(topology, tuning, placement, bytes)
-                        : ring();
+    return as(bytes <= *tuning.tree_max_bytes ? CollectiveAlgorithm::kTree : wide);
   }
   std::vector<CollectivePlan> candidates;
-  candidates.push_back(collective_detail::plan_tree(topology, tuning, placement, bytes));
-  candidates.push_back(ring());
-  if (hierarchical) {
-    candidates.push_back(collective_detail::plan_hierarchical(topology, tuning, placement, bytes));
-  }
+  candidates.push_back(as(CollectiveAlgorithm::kTree));
+  candidates.push_back(as(CollectiveAlgorithm::kRing));
+  if (hierarchical) candidates.push_back(as(CollectiveAlgorithm::kHierarchical));
   // The first of equal estimates wins, so the choice is deterministic.
   size_t best = 0;
   double best_s = estimated_seconds(topology, candidates[0]);
@@ -151,18 +166,32 @@ CollectivePlan plan_collective(const Topology& topology, const CollectiveTuning&
   return std::move(candidates[best]);
 }
 
+CollectivePlan plan_collective_as(CollectiveAlgorithm algorithm, const Topology& topology,
+                                  const CollectiveTuning& tuning, CollectiveKind kind,
+                                  std::span<const int64_t> gpus, int64_t bytes) {
+  STRATA_ASSERT(bytes >= 0, fmt::format("a collective moves >= 0 bytes, got {}", bytes));
+  return plan_placed(algorithm, topology, tuning, kind, collective_detail::place(topology, gpus),
+                     gpus.empty() ? 0 : gpus.front(), bytes);
+}
+
 double estimated_seconds(const Topology& topology, const CollectivePlan& plan) {
   double seconds = 0;
-  std::map<int32_t, double> load;
+  // Bytes per link in the step, indexed by link id; `touched` lists the links to scan and clear.
+  std::vector<double> load(topology.links().size(), 0.0);
+  std::vector<int32_t> touched;
   for (const CollectiveStep& step : plan.steps) {
-    load.clear();
     for (const CollectiveFlow& flow : step.flows) {
-      for (const int32_t link : flow.links) load[link] += flow.wire_bytes;
+      for (const int32_t link : flow.links) {
+        if (load[static_cast<size_t>(link)] == 0) touched.push_back(link);
+        load[static_cast<size_t>(link)] += flow.wire_bytes;
+      }
     }
     double busiest = 0;
-    for (const auto& [link, bytes] : load) {
+    for (const int32_t link : touched) {
+      const double bytes = std::exchange(load[static_cast<size_t>(link)], 0.0);
       busiest = std::max(busiest, bytes / (topology.link(link).bw_gbps * kBytesPerGB));
     }
+    touched.clear();
     seconds += static_cast<double>(step.latency_ns) / static_cast<double>(kNsPerSecond) + busiest;
   }
   return seconds;

@@ -74,7 +74,12 @@ ActivityId NetworkModel::add_collective(int32_t group, CollectiveKind kind, int6
       for (const int32_t rank : members.ranks) gpus.push_back(shifted(rank, shift));
       if (plans.empty()) leaves = leaves_of(gpus);
       if (!plans.empty() && !shares_leaf(gpus, leaves)) continue;
-      plans.push_back(plan_collective(builder_.topology(), builder_.tuning(), kind, gpus, bytes));
+      // The copies are the same group shifted: the first's choice of algorithm holds for all.
+      plans.push_back(plans.empty() ? plan_collective(builder_.topology(), builder_.tuning(), kind,
+                                                      gpus, bytes)
+                                    : plan_collective_as(plans.front().algorithm,
+                                                         builder_.topology(), builder_.tuning(),
+                                                         kind, gpus, bytes));
     }
     found = collectives_.emplace(key, builder_.build(plans)).first;
   }

@@ -222,6 +222,43 @@ TEST_CASE("inter-node all-reduce picks the algorithm of least estimated time",
         CollectiveAlgorithm::kTree);
 }
 
+
+// The folded simulator plans each copy of a group (the same members shifted by whole nodes) with
+// the algorithm chosen for the first (plan_collective_as): a symmetric copy has the same
+// estimates, so the choice is the one plan_collective makes for it, flow for flow.
+TEST_CASE("a shifted copy of a group plans as the first was chosen", "[sim][collective]") {
+  ClusterSpec cluster = ideal_cluster(4, kBw, kHopNs);
+  cluster.collectives.tree_max_bytes.reset();
+  const Topology topology(cluster, 32);
+  const CollectiveTuning& tuning = cluster.collectives;
+  std::vector<int64_t> first;
+  std::vector<int64_t> copy;
+  for (int64_t node = 0; node < 4; ++node) {
+    for (int64_t local = 0; local < 2; ++local) {
+      first.push_back(node * 4 + local);
+      copy.push_back(node * 4 + local + 2);
+    }
+  }
+  for (const int64_t bytes : {int64_t{8}, kMiB, 256 * kMiB}) {
+    INFO(bytes << " bytes");
+    const CollectiveAlgorithm chosen =
+        plan_collective(topology, tuning, CollectiveKind::kAllReduce, first, bytes).algorithm;
+    const CollectivePlan direct =
+        plan_collective(topology, tuning, CollectiveKind::kAllReduce, copy, bytes);
+    const CollectivePlan as =
+        plan_collective_as(chosen, topology, tuning, CollectiveKind::kAllReduce, copy, bytes);
+    CHECK(direct.algorithm == chosen);
+    REQUIRE(as.steps.size() == direct.steps.size());
+    for (size_t s = 0; s < as.steps.size(); ++s) {
+      CHECK(as.steps[s].latency_ns == direct.steps[s].latency_ns);
+      REQUIRE(as.steps[s].flows.size() == direct.steps[s].flows.size());
+      for (size_t f = 0; f < as.steps[s].flows.size(); ++f) {
+        CHECK(as.steps[s].flows[f].links == direct.steps[s].flows[f].links);
+        CHECK(as.steps[s].flows[f].wire_bytes == direct.steps[s].flows[f].wire_bytes);
+      }
+    }
+  }
+}
 ClusterSpec nvls_cluster(bool in_switch_reduction) {
   ClusterSpec cluster = ideal_cluster(8, kBw, kHopNs);
   cluster.in_switch_reduction = in_switch_reduction;
