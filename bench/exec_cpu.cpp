@@ -156,6 +156,8 @@ std::string category(const TaskGraph& graph, const Task& task) {
       return "pipeline send/recv (incl. waiting)";
     case TaskKind::kMemory:
       return "memory tasks";
+    case TaskKind::kCopy:
+      return "host copies";
   }
   return "?";
 }

@@ -29,6 +29,7 @@ struct Scenario {
   std::optional<int64_t> gpus;
   ParallelPlan plan;
   bool dp_given = false;
+  bool grad_overlap_given = false;
 };
 
 constexpr std::string_view kScenarioKeys[] = {"description", "model",  "cluster",  "gpus",
@@ -60,6 +61,7 @@ Scenario read_scenario(const std::string& path, std::optional<Framework> framewo
     const JsonFields plan = fields.object("plan");
     scenario.plan = parse_plan_json(plan, scenario.plan, framework);
     scenario.dp_given = plan.has("dp");
+    scenario.grad_overlap_given = plan.has("overlap_grad_reduce");
   }
   return scenario;
 }
@@ -113,6 +115,14 @@ void add_stack_flags(CLI::App& command, PlanFlags& flags) {
                    "Megatron-LM: CUDA graphs (host dispatch cuda-graphs)");
   command.add_flag("--fp8-param-gather", flags.fp8_param_gather,
                    "Megatron-LM: keep and all-gather the layers' weights in FP8");
+  command.add_flag("--offload-optimizer", flags.offload_optimizer,
+                   "DeepSpeed ZeRO-Offload: optimizer states in host memory, the step on the "
+                   "host (ZeRO 1-3)");
+  command.add_flag("--offload-param", flags.offload_param,
+                   "DeepSpeed ZeRO-Infinity: parameters in host memory (ZeRO 3)");
+  command.add_option("--prefetch-layers", flags.prefetch_layers,
+                     "ZeRO 3 / FSDP2: layers whose parameter gathers run ahead (default: the "
+                     "framework's)");
 }
 
 void add_plan_flags(CLI::App& command, PlanFlags& flags) {
@@ -157,7 +167,8 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
   command.add_option("--last-stage-layers,--decoder-last-pipeline-num-layers",
                      flags.last_stage_layers, "Layers on the last pipeline stage (uneven split)");
   command.add_option("--deepspeed-config,--deepspeed_config", flags.deepspeed_config,
-                     "DeepSpeed config JSON (zero stage, micro-batch, accumulation, dtype)");
+                     "DeepSpeed config JSON (ZeRO stage, overlap, buckets, offload, AutoTP, "
+                     "batch sizes, dtypes; implies --framework deepspeed)");
 }
 
 void apply_stack_flags(const PlanFlags& flags, ParallelPlan& plan) {
@@ -188,6 +199,9 @@ void apply_stack_flags(const PlanFlags& flags, ParallelPlan& plan) {
   }
   if (flags.fp8) plan.fp8 = parse_fp8_format(*flags.fp8, kCommandLine, "--fp8");
   if (flags.fp8_param_gather) plan.fp8_param_gather = true;
+  if (flags.offload_optimizer) plan.offload.optimizer = true;
+  if (flags.offload_param) plan.offload.params = true;
+  if (flags.prefetch_layers) plan.prefetch_layers = *flags.prefetch_layers;
   if (flags.cuda_graph) plan.host_dispatch = HostDispatch::kCudaGraphs;
   if (flags.host_dispatch) {
     plan.host_dispatch = parse_host_dispatch(*flags.host_dispatch, kCommandLine, "--host-dispatch");
@@ -201,6 +215,18 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
   Scenario scenario;
   std::optional<Framework> framework;
   if (flags.framework) framework = parse_framework(*flags.framework, kCommandLine, "--framework");
+  // A DeepSpeed config is run by DeepSpeed: its preset first, then the file's fields.
+  std::optional<DeepSpeedConfig> deepspeed;
+  if (!flags.deepspeed_config.empty()) {
+    deepspeed = read_deepspeed_config(flags.deepspeed_config);
+    if (framework && *framework != Framework::kDeepSpeed) {
+      throw InputError(kCommandLine, "--framework",
+                       fmt::format("{} with --deepspeed-config, which DeepSpeed runs",
+                                   *flags.framework),
+                       "drop --framework (the config implies deepspeed) or the config");
+    }
+    framework = Framework::kDeepSpeed;
+  }
   if (framework) scenario.plan = apply_framework(scenario.plan, *framework);
   const bool has_cluster = !flags.cluster.empty() || measured_cluster;
   if (!flags.scenario.empty()) {
@@ -224,6 +250,15 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
     if (flag) out = *flag;
   };
   set(flags.tp, plan.tp);
+  if (deepspeed && deepspeed->autotp_size) {
+    if (flags.tp && *flags.tp != *deepspeed->autotp_size) {
+      throw InputError(flags.deepspeed_config, "tensor_parallel.autotp_size",
+                       fmt::format("the file says {} but --tp says {}", *deepspeed->autotp_size,
+                                   *flags.tp),
+                       "make them agree");
+    }
+    plan.tp = *deepspeed->autotp_size;
+  }
   set(flags.pp, plan.pp);
   set(flags.vpp, plan.vpp);
   set(flags.zero, plan.zero_stage);
@@ -282,9 +317,14 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
     }
     plan.dp = *gpus / (plan.tp * plan.pp);
   }
-  if (!flags.deepspeed_config.empty()) {
-    apply_deepspeed_config(read_deepspeed_config(flags.deepspeed_config), plan, flags.zero,
-                           flags.micro_batch, flags.global_batch);
+  if (deepspeed) {
+    apply_deepspeed_config(*deepspeed, inputs.model, plan, flags.zero, flags.micro_batch,
+                           flags.global_batch);
+  } else if (plan.framework == Framework::kDeepSpeed && plan.zero_stage == 3 &&
+             !flags.overlap_grad_reduce && !scenario.grad_overlap_given) {
+    // DeepSpeed's overlap_comm defaults to true under ZeRO 3 only (deepspeed/runtime/zero/
+    // config.py), which the preset cannot know before the stage is.
+    plan.overlap.grad_reduce = true;
   }
   validate_plan(plan, inputs.model, gpus, where);
   validate_plan_on_device(plan, inputs.cluster.device, where);

@@ -39,6 +39,8 @@ struct PlanFlags {
   std::optional<std::string> host_dispatch;
   bool cuda_graph = false;  // Megatron-LM's --enable-cuda-graph
   bool fp8_param_gather = false;
+  bool offload_optimizer = false, offload_param = false;  // ZeRO-Offload to CPU
+  std::optional<int64_t> prefetch_layers;                 // ZeRO 3 / FSDP2 prefetch window
   bool recompute_activations = false;  // Megatron's --recompute-activations (selective)
   bool sequence_parallel = false;
   bool distributed_optimizer = false;  // Megatron's --use-distributed-optimizer (ZeRO 1)
@@ -49,7 +51,7 @@ struct PlanFlags {
 
 void add_plan_flags(CLI::App& command, PlanFlags& flags);
 // The flags of the software stack alone (framework, attention, overlaps, buckets, gradient dtype,
-// FP8, host dispatch), which `strata search` takes as given for every plan it enumerates.
+// FP8, host dispatch, offload, ZeRO-3 prefetch), which `strata search` takes as given for every plan it enumerates.
 void add_stack_flags(CLI::App& command, PlanFlags& flags);
 // Sets the stack fields the flags give (--framework's preset is applied before, by the caller).
 void apply_stack_flags(const PlanFlags& flags, ParallelPlan& plan);

@@ -49,10 +49,21 @@ std::string stack_line(const ParallelPlan& p) {
                                                    {"p2p", p.overlap.p2p}};
   for (const auto& [name, on] : overlaps) (on ? overlapped : waited).push_back(name);
   const int64_t bucket = gradient_bucket_parameters(p);
-  const std::string buckets = bucket == std::numeric_limits<int64_t>::max()
-                                  ? "one gradient bucket per stage"
-                                  : fmt::format("gradient buckets of {:.3g} M parameters",
-                                                static_cast<double>(bucket) / 1e6);
+  const std::string buckets =
+      bucket == std::numeric_limits<int64_t>::max() ? "one gradient bucket per stage"
+      : bucket == 1 ? "a gradient bucket per block"
+                    : fmt::format("gradient buckets of {:.3g} M parameters",
+                                  static_cast<double>(bucket) / 1e6);
+  std::string extras;
+  if (p.zero_stage == 3 && p.prefetch_layers >= 0) {
+    extras += fmt::format("; parameter gathers {} layer(s) ahead", p.prefetch_layers);
+  }
+  if (p.offload.optimizer || p.offload.params) {
+    extras += fmt::format("; offloaded to host memory: {}",
+                          p.offload.optimizer && p.offload.params ? "optimizer (step on the host), parameters"
+                          : p.offload.optimizer                   ? "optimizer (step on the host)"
+                                                                  : "parameters");
+  }
   const StateBytesPerParameter states = state_bytes_per_parameter(p.dtype, p.precision);
   const std::string fp8 = p.fp8 == Fp8Format::kNone
                               ? ""
@@ -60,11 +71,11 @@ std::string stack_line(const ParallelPlan& p) {
                                             p.fp8_param_gather ? " with FP8 weights" : "");
   return fmt::format(
       "{}: {} attention{}; overlapped: {}; not overlapped: {}; {}; model states {} "
-      "+ {} + {} bytes per parameter (params, grads, optimizer)",
+      "+ {} + {} bytes per parameter (params, grads, optimizer){}",
       to_string(p.framework), to_string(p.attention), fp8,
       overlapped.empty() ? "none" : fmt::format("{}", fmt::join(overlapped, ", ")),
       waited.empty() ? "none" : fmt::format("{}", fmt::join(waited, ", ")), buckets, states.params,
-      states.grads, states.optimizer);
+      states.grads, states.optimizer, extras);
 }
 
 std::string model_line(const ModelSpec& m) {
@@ -96,13 +107,14 @@ std::string plan_summary(const CompiledPlan& c) {
       fmt::format("step     {} tokens; model {} (MFU numerator), hardware {} (executed, with "
                   "recompute)",
                   p.tokens_per_step(), flops_text(c.flops.model), flops_text(c.flops.hardware)));
-  std::array<int64_t, 4> kinds{};
+  std::array<int64_t, 5> kinds{};
   for (const Task& t : c.graph.tasks()) ++kinds[static_cast<size_t>(t.kind)];
   add(fmt::format(
-      "graph    {} ({} ranks): {} tasks = {} compute, {} collective, {} p2p, {} memory; "
+      "graph    {} ({} ranks): {} tasks = {} compute, {} collective, {} p2p, {} memory{}; "
       "{}",
       to_string(c.graph.mode()), c.graph.ranks().size(), c.graph.size(), kinds[0], kinds[1],
       kinds[2], kinds[3],
+      kinds[4] > 0 ? fmt::format(", {} host copies", kinds[4]) : std::string(),
       c.validation.ok() ? "valid (acyclic, p2p matched, collectives complete, memory >= 0)"
                         : "INVALID"));
   add("");
@@ -124,6 +136,14 @@ std::string plan_summary(const CompiledPlan& c) {
             : ""));
   }
   const MemoryPlan& mem = c.memory;
+  if (mem.host_bytes > 0) {
+    const int64_t host = c.cluster.device.host_memory_bytes;
+    add(fmt::format("host     offload keeps {} GB per GPU in host memory{}", gb(mem.host_bytes),
+                    host > 0 ? fmt::format(" ({} GB per GPU in {}'s usual server{})", gb(host),
+                                           c.cluster.device.name,
+                                           mem.host_bytes > host ? ": DOES NOT FIT" : "")
+                             : std::string()));
+  }
   if (mem.fits) {
     add(fmt::format("peak     {} GB of {} GB: fits, {} GB headroom", gb(mem.peak_bytes),
                     gb(mem.device_bytes), gb(mem.device_bytes - mem.peak_bytes)));
@@ -175,6 +195,7 @@ nlohmann::json plan_report_json(const CompiledPlan& c) {
   out["device_memory_bytes"] = c.memory.device_bytes;
   out["fits_in_memory"] = c.memory.fits;
   out["memory_shortfall_bytes"] = c.memory.shortfall_bytes;
+  if (c.memory.host_bytes > 0) out["host_memory_bytes"] = c.memory.host_bytes;
   out.update(plan_inputs_json(c));
   return out;
 }

@@ -61,6 +61,14 @@ void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
                      "chunks for concurrent GPU streams, which the CPU backend does not have",
                      "drop --tp-comm-overlap (it changes timing, not the result)");
   }
+  if (plan.offload.optimizer || plan.offload.params) {
+    throw InputError(where,
+                     plan.offload.optimizer ? "offload_optimizer (--offload-optimizer)"
+                                            : "offload_param (--offload-param)",
+                     "the executor keeps every model state on its device: offload is predicted "
+                     "by strata simulate, not run",
+                     "drop the offload flags (or the offload_* keys of the DeepSpeed config)");
+  }
   if (plan.seq_len > model.max_seq) {
     throw InputError("command line", "seq_len (--seq-len)",
                      fmt::format("{} is longer than the model's {} learned positions", plan.seq_len,

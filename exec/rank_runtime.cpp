@@ -151,6 +151,9 @@ void RankRuntime::Impl::run_task(TaskId id) {
     case TaskKind::kMemory:
       run_memory(id, task);
       break;
+    case TaskKind::kCopy:
+      STRATA_ASSERT(false, "offload plans are refused before they run (check_executable_model)");
+      break;
   }
   backend.record_event(task.stream, id);
 }

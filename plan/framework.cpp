@@ -18,7 +18,8 @@
 // deepspeed (deepspeed/runtime/zero/config.py): reduce_bucket_size 5e8 parameters, overlap_comm
 //  false (the DeepSpeed config reader applies its default of true under stage 3), gradients
 //  communicated in the training dtype; states as the ZeRO paper counts them, 2 + 2 + 12 bytes
-//  (data/reference/zero_memory.csv); models' attention through PyTorch SDPA: flash.
+//  (data/reference/zero_memory.csv); models' attention through PyTorch SDPA: flash; ZeRO 3
+//  prefetch from stage3_prefetch_bucket_size 5e7 and stage3_max_live_parameters 1e9.
 // fsdp2 (torchtitan's defaults for PyTorch FSDP2): every transformer block its own FSDP unit,
 //  fully sharded (ZeRO 3); parameters kept as sharded fp32 and all-gathered in bf16
 //  (mixed_precision_param), gradients reduce-scattered in fp32 (mixed_precision_reduce) on a
@@ -107,6 +108,21 @@ int64_t gradient_bucket_parameters(const ParallelPlan& plan) {
   if (plan.bucket_size > 0) return plan.bucket_size;
   if (!plan.overlap.grad_reduce) return std::numeric_limits<int64_t>::max();
   return std::max(kMegatronMinBucket, kMegatronBucketPerRank * plan.dp);
+}
+
+int64_t prefetch_window_layers(const ParallelPlan& plan, int64_t layer_parameters) {
+  if (plan.prefetch_layers >= 0) return plan.prefetch_layers;
+  if (plan.framework != Framework::kDeepSpeed) return 1;
+  return deepspeed_prefetch_layers(kDeepSpeedPrefetchBucket, kDeepSpeedMaxLiveParameters,
+                                   layer_parameters);
+}
+
+int64_t deepspeed_prefetch_layers(int64_t prefetch_bucket_parameters, int64_t max_live_parameters,
+                                  int64_t layer_parameters) {
+  const int64_t layer = std::max<int64_t>(layer_parameters, 1);
+  const int64_t wanted = (prefetch_bucket_parameters + layer - 1) / layer;
+  const int64_t live = std::max<int64_t>(max_live_parameters / layer - 1, 0);
+  return std::min(wanted, live);
 }
 
 bool framework_runs_zero_stage(Framework framework, int64_t zero_stage) {

@@ -19,6 +19,23 @@ ParallelPlan apply_framework(ParallelPlan plan, Framework framework);
 // with --overlap-grad-reduce; without it one bucket holds every parameter).
 int64_t gradient_bucket_parameters(const ParallelPlan& plan);
 
+// ZeRO 3 / FSDP2: how many layers' parameter all-gathers run ahead of the layer computing, for a
+// layer of `layer_parameters` on one rank: plan.prefetch_layers, or when -1 the framework's
+// default: DeepSpeed's stage3_prefetch_bucket_size and stage3_max_live_parameters defaults
+// (deepspeed_prefetch_layers), one layer elsewhere (FSDP2 issues the next block's all-gather as
+// the current one starts, torch/distributed/fsdp/_fully_shard/_fsdp_state.py).
+int64_t prefetch_window_layers(const ParallelPlan& plan, int64_t layer_parameters);
+
+// DeepSpeed's prefetch in layers (deepspeed/runtime/zero/partitioned_param_coordinator.py:
+// fetch_sub_module prefetches parameters while fewer than stage3_prefetch_bucket_size are in
+// flight, so ceil(prefetch / layer) layers; stage3_max_live_parameters bounds every gathered
+// layer, the computing one included).
+int64_t deepspeed_prefetch_layers(int64_t prefetch_bucket_parameters, int64_t max_live_parameters,
+                                  int64_t layer_parameters);
+// DeepSpeed's defaults (deepspeed/runtime/zero/config.py).
+inline constexpr int64_t kDeepSpeedPrefetchBucket = 50'000'000;
+inline constexpr int64_t kDeepSpeedMaxLiveParameters = 1'000'000'000;
+
 // What the framework cannot run: tp or pp under the data-parallel-only ddp and horovod, ZeRO
 // stages it does not have. Throws InputError naming `where` and the field with its flag.
 void validate_framework(const ParallelPlan& plan, const std::string& where);

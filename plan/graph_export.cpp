@@ -41,6 +41,10 @@ void append_task_json(std::string& out, const TaskGraph& graph, TaskId id) {
                      t.memory == MemoryAction::kAlloc ? "alloc" : "free", to_string(t.buffer),
                      t.bytes);
       break;
+    case TaskKind::kCopy:
+      fmt::format_to(std::back_inserter(out), R"(,"copy":"{}","bytes":{})",
+                     t.copy == CopyDirection::kToHost ? "to_host" : "to_device", t.bytes);
+      break;
   }
   out += '}';
 }
@@ -65,6 +69,8 @@ const char* dot_color(const Task& t) {
       return "#fee391";
     case TaskKind::kMemory:
       return "#eeeeee";
+    case TaskKind::kCopy:
+      return "#a1d99b";
   }
   return "white";
 }

@@ -32,7 +32,8 @@ void HostDispatchBlocks::end(RankProgram& program, TaskId block) {
     const Task& t = graph_.task(id);
     if (t.rank != program.rank()) continue;
     if (t.kind == TaskKind::kCompute && t.stream != Stream::kHost) ++counts[0];
-    if (t.kind == TaskKind::kCollective || t.kind == TaskKind::kP2p) ++counts[1];
+    if (t.kind == TaskKind::kCollective || t.kind == TaskKind::kP2p || t.kind == TaskKind::kCopy)
+      ++counts[1];
   }
   auto [found, added] = ops_.try_emplace(counts, -1);
   if (added) {

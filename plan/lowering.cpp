@@ -5,10 +5,12 @@
 #include "plan/lowering.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <numeric>
 #include <optional>
 
 #include "plan/activation_memory.hpp"
+#include "plan/framework.hpp"
 #include "plan/lowering_context.hpp"
 #include "plan/op_shapes.hpp"
 #include "plan/schedule.hpp"
@@ -100,6 +102,38 @@ int32_t message_tag(const ParallelPlan& plan, WorkKind kind, int64_t micro_batch
   return static_cast<int32_t>((micro_batch * plan.pp * plan.vpp + receiver_virtual_stage) * 2 +
                               direction);
 }
+
+// ZeRO 3: a pass's layer gathers, issued prefetch_layers layers ahead of the layer computing,
+// from `from` to `to` (downward in the backward).
+class LayerGathers {
+ public:
+  LayerGathers(const LoweringContext& ctx, RankState& state, int64_t from, int64_t to)
+      : ctx_(ctx), state_(state), next_(from), to_(to), step_(to >= from ? 1 : -1) {}
+
+  // The gather of `layer`, after issuing the gathers up to prefetch_layers beyond it.
+  TaskId take(int64_t layer) {
+    for (; next_within(layer + step_ * ctx_.prefetch_layers); next_ += step_) {
+      state_.program.set_layer(static_cast<int32_t>(next_));
+      pending_.push_back(gather_params(ctx_, state_, ctx_.layer_param_bytes));
+    }
+    const TaskId gathered = pending_.front();
+    pending_.pop_front();
+    return gathered;
+  }
+
+ private:
+  // Whether the next layer to gather is still within the pass and not beyond `last`.
+  bool next_within(int64_t last) const {
+    return step_ > 0 ? next_ <= std::min(last, to_) : next_ >= std::max(last, to_);
+  }
+
+  const LoweringContext& ctx_;
+  RankState& state_;
+  int64_t next_;
+  int64_t to_;
+  int64_t step_;
+  std::deque<TaskId> pending_;
+};
 
 class PassLowering {
  public:
@@ -201,13 +235,9 @@ void PassLowering::forward(const PipelineWork& work) {
   const int64_t first = ctx_.first_layer(stage, work.chunk);
   const int64_t count = ctx_.chunk_layers(stage, work.chunk);
   p.set_layer(static_cast<int32_t>(first));
-  TaskId next_params = gather_params(ctx_, state_, ctx_.layer_param_bytes);
+  LayerGathers gathers(ctx_, state_, first, first + count - 1);
   for (int64_t layer = first; layer < first + count; ++layer) {
-    TaskId params = next_params;
-    if (layer + 1 < first + count) {
-      p.set_layer(static_cast<int32_t>(layer + 1));
-      next_params = gather_params(ctx_, state_, ctx_.layer_param_bytes);
-    }
+    TaskId params = gathers.take(layer);
     if (params == kNoTask) {
       p.set_layer(static_cast<int32_t>(layer));
       params = await_param_gather(ctx_, state_, work.chunk, {ParamBlock::kLayer, layer},
@@ -288,13 +318,9 @@ void PassLowering::backward(const PipelineWork& work) {
   const int64_t first = ctx_.first_layer(stage, work.chunk);
   const int64_t last = first + ctx_.chunk_layers(stage, work.chunk) - 1;
   p.set_layer(static_cast<int32_t>(last));
-  TaskId next_params = gather_params(ctx_, state_, ctx_.layer_param_bytes);
+  LayerGathers gathers(ctx_, state_, last, first);
   for (int64_t layer = last; layer >= first; --layer) {
-    const TaskId params = next_params;
-    if (layer - 1 >= first) {
-      p.set_layer(static_cast<int32_t>(layer - 1));
-      next_params = gather_params(ctx_, state_, ctx_.layer_param_bytes);
-    }
+    const TaskId params = gathers.take(layer);
     grad = lower_layer_backward(ctx_, state_, layer, grad, params);
     release_params(ctx_, state_, ctx_.layer_param_bytes, grad);
     sync_gradients(ctx_, state_, work.chunk, {ParamBlock::kLayer, layer}, last_pass, grad);
@@ -358,6 +384,7 @@ LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& pla
   // with the final norm.
   const bool shares_table = model.tied_embeddings && plan.pp == 1;
   head_gather_bytes = head_param_bytes + (shares_table ? sizes.vocab_shard * model.hidden * e : 0);
+  prefetch_layers = prefetch_window_layers(plan, sizes.layer);
 }
 
 TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,

@@ -55,6 +55,7 @@ struct LoweringContext {
   int64_t head_gather_bytes = 0;      // what ZeRO 3 gathers for the head (+ a shared table)
   int64_t fp8_gemm_weights = 0;       // a layer's GEMM weights on one TP rank (FP8 when fp8)
   int64_t amax_bytes = 0;             // FP8: one layer's amaxes, reduced after each pass
+  int64_t prefetch_layers = 1;        // ZeRO 3: layer gathers run ahead (prefetch_window_layers)
 
   // First global layer and layer count of model chunk `chunk` on `stage`.
   int64_t first_layer(int64_t stage, int64_t chunk) const {
@@ -140,8 +141,9 @@ TaskId tp_collective(const LoweringContext& ctx, RankState& state, TaskRole role
 
 // Data-parallel and step lowering (step_lowering.cpp).
 // ZeRO-3: allocate and all-gather `bytes` of parameters (a layer, the embedding or the head),
-// gated on the release of the block before the previous one so that at most two blocks are
-// gathered at once. kNoTask without ZeRO-3.
+// gated on the most recent release: issued `prefetch_layers` layers ahead of the layer
+// computing, at most prefetch_layers + 1 layers are gathered at once. Under --offload-param the
+// rank's shard is first copied up from host memory. kNoTask without ZeRO-3.
 TaskId gather_params(const LoweringContext& ctx, RankState& state, int64_t bytes);
 void release_params(const LoweringContext& ctx, RankState& state, int64_t bytes, TaskId after);
 // The gradient buckets of `chunk` on `stage`, in backward order (data_parallel buckets).

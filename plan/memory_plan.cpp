@@ -42,7 +42,25 @@ StateBytesPerParameter state_bytes_per_parameter(DType dtype, const Precision& p
 }
 
 ModelStateBytes model_state_bytes(int64_t parameters, const ParallelPlan& plan) {
-  return model_state_bytes(parameters, plan.dp, plan.zero_stage, plan.dtype, plan.precision);
+  ModelStateBytes states =
+      model_state_bytes(parameters, plan.dp, plan.zero_stage, plan.dtype, plan.precision);
+  if (plan.offload.optimizer) {
+    states.optimizer = 0;
+    if (plan.zero_stage >= 2) states.grads = 0;  // the gradient shard is kept on the host
+  }
+  if (plan.offload.params) states.params = 0;
+  return states;
+}
+
+int64_t host_state_bytes(int64_t parameters, const ParallelPlan& plan) {
+  const ModelStateBytes states =
+      model_state_bytes(parameters, plan.dp, plan.zero_stage, plan.dtype, plan.precision);
+  int64_t bytes = 0;
+  // ZeRO-Offload keeps the optimizer states and an fp32 gradient shard the step reads (DeepSpeed
+  // stage_1_and_2.py's single_partition_of_fp32_groups and their grads).
+  if (plan.offload.optimizer) bytes += states.optimizer + sharded(4 * parameters, plan.dp);
+  if (plan.offload.params) bytes += states.params;
+  return bytes;
 }
 
 ModelStateBytes model_state_bytes(int64_t parameters, int64_t dp, int64_t zero_stage, DType dtype,
@@ -86,6 +104,8 @@ MemoryPlan plan_memory(const TaskGraph& graph, const ModelSpec& model, const Par
     stage.at_peak.params = states.params + fp8_weight_copy_bytes(model, plan, stage.layers);
     stage.at_peak.grads = states.grads;
     stage.at_peak.optimizer = states.optimizer;
+    stage.host_bytes = host_state_bytes(stage.parameters, plan);
+    memory.host_bytes = std::max(memory.host_bytes, stage.host_bytes);
     memory.stages.push_back(stage);
   }
   for (const GraphRank& rank : graph.ranks()) {

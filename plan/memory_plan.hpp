@@ -41,7 +41,12 @@ StateBytesPerParameter state_bytes_per_parameter(DType dtype, const Precision& p
 // Bytes of model states one GPU holds for `parameters` (its share before ZeRO sharding).
 ModelStateBytes model_state_bytes(int64_t parameters, int64_t dp, int64_t zero_stage, DType dtype,
                                   const Precision& precision);
+// The same on the GPU under the plan, without what --offload-optimizer and --offload-param keep
+// in host memory.
 ModelStateBytes model_state_bytes(int64_t parameters, const ParallelPlan& plan);
+// What offload keeps in host memory for one GPU: the optimizer states and an fp32 gradient shard
+// (--offload-optimizer), the 16-bit parameter shard (--offload-param); 0 without offload.
+int64_t host_state_bytes(int64_t parameters, const ParallelPlan& plan);
 
 struct MemoryBreakdown {
   int64_t params = 0;
@@ -59,6 +64,7 @@ struct StageMemory {
   int64_t parameters = 0;   // held by one GPU of the stage before ZeRO sharding
   MemoryBreakdown at_peak;  // the breakdown at the moment of the peak
   int64_t peak_bytes = 0;   // at_peak.total()
+  int64_t host_bytes = 0;   // host memory offload uses for one GPU (host_state_bytes)
 };
 
 struct MemoryPlan {
@@ -67,6 +73,7 @@ struct MemoryPlan {
   int64_t device_bytes = 0;  // the device's memory
   bool fits = false;
   int64_t shortfall_bytes = 0;  // how much the largest stage misses by (0 when it fits)
+  int64_t host_bytes = 0;       // the largest stage's host memory per GPU under offload
 };
 
 MemoryPlan plan_memory(const TaskGraph& graph, const ModelSpec& model, const ParallelPlan& plan,

@@ -91,6 +91,22 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
     fail("zero_stage (--zero)", fmt::format("must be 0, 1, 2 or 3, found {}", plan.zero_stage),
          "use 0 (none), 1 (optimizer states), 2 (+ gradients) or 3 (+ parameters)");
   }
+  if (plan.offload.optimizer && plan.zero_stage == 0) {
+    fail("offload_optimizer (--offload-optimizer)",
+         "offloading the optimizer needs ZeRO (DeepSpeed's ZeRO-Offload runs stages 1-3)",
+         "add --zero 1, 2 or 3, or drop --offload-optimizer");
+  }
+  if (plan.offload.params && plan.zero_stage != 3) {
+    fail("offload_param (--offload-param)",
+         fmt::format("offloading parameters needs ZeRO 3 (found ZeRO {})", plan.zero_stage),
+         "use --zero 3, or drop --offload-param");
+  }
+  if (plan.prefetch_layers < -1) {
+    fail("prefetch_layers (--prefetch-layers)",
+         fmt::format("must be 0 or more (or -1 for the framework's default), found {}",
+                     plan.prefetch_layers),
+         "give how many layers' gathers may run ahead, e.g. 1");
+  }
   if (model.heads % plan.tp != 0) {
     fail("tp (--tp)",
          fmt::format("tp {} does not divide the {} attention heads of {}", plan.tp, model.heads,
@@ -259,6 +275,16 @@ void validate_plan_on_device(const ParallelPlan& plan, const DeviceSpec& device,
                                  "data/reference/hardware.csv has none for A100 or V100)",
                                  device.name),
                      "drop --fp8, or use a device with FP8: h100-sxm, h200 or b200");
+  }
+  const bool offloads = plan.offload.optimizer || plan.offload.params;
+  if (offloads && (device.host_flops <= 0 || device.host_mem_bw_gbps <= 0)) {
+    throw InputError(where,
+                     plan.offload.optimizer ? "offload_optimizer (--offload-optimizer)"
+                                            : "offload_param (--offload-param)",
+                     fmt::format("device {} gives no host figures (host_tflops, "
+                                 "host_mem_bw_gbps) to run the offloaded work at",
+                                 device.name),
+                     "add them to the device file (topologies/README.md), or drop the offload");
   }
 }
 

@@ -74,6 +74,20 @@ struct Precision {
   bool operator==(const Precision&) const = default;
 };
 
+// ZeRO-Offload and ZeRO-Infinity to CPU memory (DeepSpeed's zero_optimization.offload_optimizer
+// and offload_param with "device": "cpu"; Ren et al. 2021). Both need the host figures of the
+// device file (host_tflops, host_mem_bw_gbps, host_memory_gb).
+struct Offload {
+  // The optimizer states (and the fp32 master weights) live in host memory and the optimizer step
+  // runs on the host: each reduced gradient shard is copied down over PCIe, the updated 16-bit
+  // parameter shard is copied back up. ZeRO 1-3.
+  bool optimizer = false;
+  // ZeRO 3: the 16-bit parameter shard lives in host memory and is copied up before each gather.
+  bool params = false;
+
+  bool operator==(const Offload&) const = default;
+};
+
 struct ParallelPlan {
   int64_t dp = 1;
   int64_t tp = 1;
@@ -110,6 +124,11 @@ struct ParallelPlan {
   // (chunk_layout). 0: even split.
   int64_t first_stage_layers = 0;
   int64_t last_stage_layers = 0;
+  Offload offload;
+  // ZeRO 3 / FSDP2: how many layers' parameter all-gathers may run ahead of the layer computing
+  // (FSDP2's forward and backward prefetch, DeepSpeed's stage3_prefetch_bucket_size bounded by
+  // stage3_max_live_parameters); -1: the framework's default (prefetch_window_layers).
+  int64_t prefetch_layers = -1;
 
   int64_t gpus() const { return dp * tp * pp; }
   // Micro-batches each pipeline runs per step (gradient-accumulation steps).

@@ -71,7 +71,10 @@ constexpr std::string_view kPlanKeys[] = {"dp",
                                           "recompute_layers",
                                           "host_dispatch",
                                           "first_stage_layers",
-                                          "last_stage_layers"};
+                                          "last_stage_layers",
+                                          "offload_optimizer",
+                                          "offload_param",
+                                          "prefetch_layers"};
 
 }  // namespace
 
@@ -164,6 +167,10 @@ ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan,
     plan.host_dispatch = parse_host_dispatch(fields.string("host_dispatch"), fields.where(),
                                              fields.field_name("host_dispatch"));
   }
+  plan.offload.optimizer = fields.boolean("offload_optimizer", plan.offload.optimizer);
+  plan.offload.params = fields.boolean("offload_param", plan.offload.params);
+  if (fields.has("prefetch_layers"))
+    plan.prefetch_layers = fields.non_negative_int("prefetch_layers");
   return plan;
 }
 
@@ -198,6 +205,9 @@ nlohmann::json plan_to_json(const ParallelPlan& plan) {
   out["host_dispatch"] = to_string(plan.host_dispatch);
   if (plan.first_stage_layers > 0) out["first_stage_layers"] = plan.first_stage_layers;
   if (plan.last_stage_layers > 0) out["last_stage_layers"] = plan.last_stage_layers;
+  if (plan.offload.optimizer) out["offload_optimizer"] = true;
+  if (plan.offload.params) out["offload_param"] = true;
+  if (plan.prefetch_layers >= 0) out["prefetch_layers"] = plan.prefetch_layers;
   return out;
 }
 

@@ -10,7 +10,9 @@
 //    "overlap_param_gather", "overlap_p2p_comm" (bool), "bucket_size" (parameters, 0: Megatron's
 //    default), "fp32_grads", "fp32_params", "fp32_master_weights", "fp32_optimizer_states",
 //    "fp8": "none|hybrid|e4m3", "fp8_param_gather" (bool), "recompute_layers",
-//    "host_dispatch": "eager|compiled|cuda-graphs|native|none"}
+//    "host_dispatch": "eager|compiled|cuda-graphs|native|none", "offload_optimizer",
+//    "offload_param" (bool, written only when true), "prefetch_layers" (ZeRO 3; written only
+//    when set)}
 
 #include <optional>
 #include <string>

@@ -67,6 +67,20 @@ TaskId RankProgram::host_block() {
   return append(task, {});
 }
 
+TaskId RankProgram::host_compute(TaskRole role, int32_t op, std::span<const TaskId> deps) {
+  Task task = labeled(TaskKind::kCompute, Stream::kHost, role);
+  task.op = op;
+  return append(task, deps);
+}
+
+TaskId RankProgram::copy(TaskRole role, CopyDirection direction, int64_t bytes,
+                         std::initializer_list<TaskId> deps) {
+  Task task = labeled(TaskKind::kCopy, Stream::kDpComm, role);
+  task.copy = direction;
+  task.bytes = bytes;
+  return append(task, deps);
+}
+
 TaskId RankProgram::bucket_collective(TaskRole role, CollectiveKind kind, int32_t group,
                                       int64_t bytes, int16_t bucket, std::span<const TaskId> deps) {
   Task task = labeled(TaskKind::kCollective, Stream::kDpComm, role);

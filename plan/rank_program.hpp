@@ -45,6 +45,11 @@ class RankProgram {
                            int16_t bucket, std::span<const TaskId> deps);
   // A host-dispatch task on the host stream, its op to be named (plan/host_dispatch.hpp).
   TaskId host_block();
+  // Work the host CPU runs itself (the offloaded optimizer step), on the host stream.
+  TaskId host_compute(TaskRole role, int32_t op, std::span<const TaskId> deps);
+  // A copy between the GPU and host memory (offload), on the dp-comm stream.
+  TaskId copy(TaskRole role, CopyDirection direction, int64_t bytes,
+              std::initializer_list<TaskId> deps = {});
   // The next compute task also waits for `task` (communication the framework does not overlap:
   // the compute stream blocks on it).
   void block_next_compute_on(TaskId task) { blocked_on_.push_back(task); }

@@ -12,8 +12,15 @@ namespace strata {
 
 namespace {
 
+// ZeRO 3 gathers each block's parameters over dp, or copies them up from host memory under
+// --offload-param.
 bool gathers_parameters(const LoweringContext& ctx) {
-  return ctx.plan.zero_stage == 3 && ctx.plan.dp > 1;
+  return ctx.plan.zero_stage == 3 && (ctx.plan.dp > 1 || ctx.plan.offload.params);
+}
+
+// This rank's 1/dp share of `bytes` (a ZeRO shard).
+int64_t shard_of(const LoweringContext& ctx, int64_t bytes) {
+  return (bytes + ctx.plan.dp - 1) / ctx.plan.dp;
 }
 
 // ZeRO 1 and 2 all-gather each bucket's updated parameters (16-bit) after the optimizer step.
@@ -104,10 +111,15 @@ std::vector<RankBucket> chunk_buckets(const LoweringContext& ctx, TaskGraph& gra
 TaskId gather_params(const LoweringContext& ctx, RankState& state, int64_t bytes) {
   if (!gathers_parameters(ctx)) return kNoTask;
   RankProgram& p = state.program;
-  const TaskId buffer =
+  TaskId ready =
       p.alloc(Stream::kDpComm, BufferClass::kGatheredParams, bytes, {state.last_gathered_free});
+  if (ctx.plan.offload.params) {
+    ready = p.copy(TaskRole::kParamsToDevice, CopyDirection::kToDevice, shard_of(ctx, bytes),
+                   {ready});
+  }
+  if (ctx.plan.dp == 1) return ready;
   return p.collective(TaskRole::kParamGather, Stream::kDpComm, CollectiveKind::kAllGather,
-                      state.groups.dp, bytes, {buffer});
+                      state.groups.dp, bytes, {ready});
 }
 
 void release_params(const LoweringContext& ctx, RankState& state, int64_t bytes, TaskId after) {
@@ -132,11 +144,18 @@ void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t chunk,
     const CollectiveKind kind =
         zero == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
     const int64_t grad_bytes = state_bytes_per_parameter(ctx.plan.dtype, ctx.plan.precision).grads;
-    const TaskId reduce = state.program.bucket_collective(
-        TaskRole::kGradSync, kind, state.groups.dp, bucket.parameters * grad_bytes, bucket.index,
-        std::initializer_list<TaskId>{after});
-    state.grad_syncs.push_back(reduce);
+    const int64_t bytes = bucket.parameters * grad_bytes;
+    const TaskId reduce =
+        state.program.bucket_collective(TaskRole::kGradSync, kind, state.groups.dp, bytes,
+                                        bucket.index, std::initializer_list<TaskId>{after});
     if (!ctx.plan.overlap.grad_reduce) state.program.block_next_compute_on(reduce);
+    // ZeRO-Offload: the reduced shard goes down to the host's gradient buffer as it is reduced
+    // (DeepSpeed's stage 1/2 async copy to the pinned fp32 buffer).
+    state.grad_syncs.push_back(
+        ctx.plan.offload.optimizer
+            ? state.program.copy(TaskRole::kGradToHost, CopyDirection::kToHost,
+                                 shard_of(ctx, bytes), {reduce})
+            : reduce);
     return;
   }
 }
@@ -205,9 +224,23 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
                          state.groups.grad_norm, 4, state.grad_syncs);
   }
   const int32_t optimizer_op = ctx.ops.optimizer[static_cast<size_t>(state.stage)];
-  const TaskId step = ready != kNoTask
-                          ? p.compute(TaskRole::kOptimizer, optimizer_op, {ready})
-                          : p.compute(TaskRole::kOptimizer, optimizer_op, state.grad_syncs);
+  std::vector<TaskId> step_after = state.grad_syncs;
+  if (ready != kNoTask) step_after = {ready};
+  TaskId step = kNoTask;
+  if (ctx.plan.offload.optimizer) {
+    // ZeRO-Offload: the host runs the step on its shard (DeepSpeed's CPU Adam) once the last
+    // backward and the gradient copies are done, then the updated 16-bit shard goes back up,
+    // unless --offload-param keeps the parameters on the host.
+    step_after.push_back(p.last_compute());
+    step = p.host_compute(TaskRole::kOptimizer, optimizer_op, step_after);
+    if (!ctx.plan.offload.params) {
+      const int64_t shard = p.graph().op(optimizer_op).dims[0];
+      step = p.copy(TaskRole::kParamsToDevice, CopyDirection::kToDevice,
+                    shard * bytes_per_element(ctx.plan.dtype), {step});
+    }
+  } else {
+    step = p.compute(TaskRole::kOptimizer, optimizer_op, step_after);
+  }
   // ZeRO 1 and 2: each rank updated its shard; gather the updated parameters bucket by bucket,
   // after the step unless --overlap-param-gather moved them into the next step's forward.
   if (gathers_updated_parameters(ctx) && !ctx.plan.overlap.param_gather) {

@@ -122,6 +122,8 @@ const char* to_string(TaskKind kind) {
       return "p2p";
     case TaskKind::kMemory:
       return "memory";
+    case TaskKind::kCopy:
+      return "copy";
   }
   return "?";
 }
@@ -234,6 +236,10 @@ const char* to_string(TaskRole role) {
       return "amax_reduce";
     case TaskRole::kHostDispatch:
       return "host_dispatch";
+    case TaskRole::kGradToHost:
+      return "grad_to_host";
+    case TaskRole::kParamsToDevice:
+      return "params_to_device";
   }
   return "?";
 }
@@ -286,6 +292,9 @@ std::string task_name(const TaskGraph& graph, const Task& task) {
     case TaskKind::kMemory:
       name += fmt::format(" {} {}", task.memory == MemoryAction::kAlloc ? "alloc" : "free",
                           to_string(task.buffer));
+      break;
+    case TaskKind::kCopy:
+      name += task.copy == CopyDirection::kToHost ? " to host" : " to device";
       break;
   }
   return name;

@@ -39,7 +39,8 @@ enum class Stream : uint8_t { kCompute, kTpComm, kDpComm, kPpSend, kPpRecv, kHos
 inline constexpr int kStreamCount = 6;
 
 enum class Phase : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
-enum class TaskKind : uint8_t { kCompute, kCollective, kP2p, kMemory };
+// kCopy: a copy between the rank's GPU and its host's memory over the GPU's PCIe link (offload).
+enum class TaskKind : uint8_t { kCompute, kCollective, kP2p, kMemory, kCopy };
 enum class CollectiveKind : uint8_t {
   kAllReduce,
   kReduceScatter,
@@ -61,6 +62,7 @@ enum class GroupKind : uint8_t {
 };
 enum class P2pKind : uint8_t { kSend, kRecv };
 enum class MemoryAction : uint8_t { kAlloc, kFree };
+enum class CopyDirection : uint8_t { kToHost, kToDevice };
 
 // Buffer classes of memory tasks, and which part of the memory breakdown they belong to.
 enum class BufferClass : uint8_t {
@@ -101,6 +103,8 @@ enum class TaskRole : uint8_t {
   kFp8Cast,       // FP8: casts and transposes around the FP8 GEMMs
   kAmaxReduce,    // FP8: the amax all-reduce of delayed scaling
   kHostDispatch,  // the host thread issuing a block of work (no device work)
+  kGradToHost,    // offload: a reduced gradient shard copied to host memory
+  kParamsToDevice,  // offload: a 16-bit parameter shard copied up from host memory
 };
 
 const char* to_string(Stream stream);
@@ -131,7 +135,8 @@ struct Task {
   P2pKind p2p = P2pKind::kSend;
   MemoryAction memory = MemoryAction::kAlloc;
   BufferClass buffer = BufferClass::kActivations;
-  int64_t bytes = 0;  // collective, p2p and memory size
+  CopyDirection copy = CopyDirection::kToHost;
+  int64_t bytes = 0;  // collective, p2p, memory and copy size
 };
 
 // The parameter blocks of one data-parallel bucket, which one gradient reduction or parameter

@@ -43,6 +43,7 @@ const char* to_string(CollectiveAlgorithm algorithm);
 struct CollectiveFlow {
   int32_t src_gpu = 0;
   int32_t dst_gpu = 0;         // == src_gpu for a flow into or out of the switch (NVLS)
+  // src_gpu = dst_gpu = -1: a copy-engine DMA (host copies), which runs no kernel on the GPU
   std::vector<int32_t> links;  // topology link ids in order
   double wire_bytes = 0;
 };
@@ -79,6 +80,10 @@ double estimated_seconds(const Topology& topology, const CollectivePlan& plan);
 // A point-to-point transfer (pipeline send/recv): one step, one flow on the route.
 CollectivePlan plan_p2p(const Topology& topology, const CollectiveTuning& tuning, int64_t src_gpu,
                         int64_t dst_gpu, int64_t bytes);
+
+// A copy between a GPU and its host's memory (offload): one step, one flow on the GPU's PCIe
+// link toward the host or back, after the link's latency.
+CollectivePlan plan_host_copy(const Topology& topology, int64_t gpu, bool to_host, int64_t bytes);
 
 // nccl-tests' bus bandwidth factor: busbw = algbw * factor (2(n-1)/n all-reduce, (n-1)/n
 // reduce-scatter and all-gather, 1 broadcast).

@@ -215,6 +215,18 @@ CollectivePlan plan_p2p(const Topology& topology, const CollectiveTuning& tuning
   return plan;
 }
 
+CollectivePlan plan_host_copy(const Topology& topology, int64_t gpu, bool to_host, int64_t bytes) {
+  STRATA_ASSERT(bytes >= 0, fmt::format("a copy moves >= 0 bytes, got {}", bytes));
+  const int32_t link = topology.host_link(gpu, to_host);
+  CollectivePlan plan{CollectiveAlgorithm::kRing, Protocol::kSimple, {}};
+  CollectiveStep step;
+  step.latency_ns = topology.link(link).latency_ns;
+  // The GPU's copy engines move it (cudaMemcpyAsync): no kernel slows the GPU's compute.
+  step.flows.push_back({-1, -1, {link}, static_cast<double>(bytes)});
+  plan.steps.push_back(std::move(step));
+  return plan;
+}
+
 double busbw_factor(CollectiveKind kind, int64_t ranks) {
   const double n = static_cast<double>(ranks);
   switch (kind) {

@@ -53,4 +53,13 @@ TimeNs compute_time_ns(const DeviceSpec& device, const DeviceEfficiency& efficie
   return static_cast<TimeNs>(std::ceil(seconds * static_cast<double>(kNsPerSecond))) + launch_ns;
 }
 
+TimeNs host_compute_time_ns(const DeviceSpec& device, const OpShape& op) {
+  STRATA_ASSERT(device.host_flops > 0 && device.host_mem_bw_gbps > 0,
+                "offload needs the device's host figures (validate_plan_on_device)");
+  const double seconds =
+      std::max(static_cast<double>(op.flops) / device.host_flops,
+               static_cast<double>(op.bytes) / (device.host_mem_bw_gbps * kBytesPerGB));
+  return static_cast<TimeNs>(std::ceil(seconds * static_cast<double>(kNsPerSecond)));
+}
+
 }  // namespace strata

@@ -74,6 +74,11 @@ DeviceEfficiency efficiency_for(const DeviceSpec& device,
 TimeNs compute_time_ns(const DeviceSpec& device, const DeviceEfficiency& efficiency,
                        const OpShape& op);
 
+// Time of an op the host CPU runs (the offloaded optimizer step) on the host share of one GPU:
+// its FLOPs at host_tflops or its bytes at host_mem_bw_gbps, whichever is longer (a roofline at
+// the spec-sheet peaks; no table until a host is calibrated).
+TimeNs host_compute_time_ns(const DeviceSpec& device, const OpShape& op);
+
 // Reads a calibration file (JSON, format in sim/README.md). Throws InputError naming the file
 // and field.
 Calibration load_calibration(const std::string& path);

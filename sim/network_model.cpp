@@ -104,4 +104,15 @@ ActivityId NetworkModel::add_p2p(int64_t src, int64_t dst, int64_t bytes, Activi
   return builder_.add(found->second, join);
 }
 
+ActivityId NetworkModel::add_host_copy(int64_t rank, bool to_host, int64_t bytes,
+                                       ActivityId join) {
+  const auto key = std::make_tuple(rank, to_host, bytes);
+  auto found = host_copies_.find(key);
+  if (found == host_copies_.end()) {
+    const CollectivePlan plan = plan_host_copy(builder_.topology(), rank, to_host, bytes);
+    found = host_copies_.emplace(key, builder_.build({&plan, 1})).first;
+  }
+  return builder_.add(found->second, join);
+}
+
 }  // namespace strata

@@ -35,6 +35,9 @@ class NetworkModel {
   ActivityId add_collective(int32_t group, CollectiveKind kind, int64_t bytes, ActivityId join);
   // The same for a pipeline transfer from rank `src` to rank `dst`.
   ActivityId add_p2p(int64_t src, int64_t dst, int64_t bytes, ActivityId join);
+  // The same for a copy between rank `rank`'s GPU and its host's memory (offload). Each folded
+  // copy has its own GPU's PCIe link, which no other image crosses: only this rank's is planned.
+  ActivityId add_host_copy(int64_t rank, bool to_host, int64_t bytes, ActivityId join);
 
  private:
   // The rank shifts (ddp, dtp) that map a group onto its symmetric copies in a folded graph,
@@ -52,6 +55,7 @@ class NetworkModel {
   TransferBuilder builder_;
   std::map<std::tuple<int32_t, CollectiveKind, int64_t>, Transfer> collectives_;
   std::map<std::tuple<int64_t, int64_t, int64_t>, Transfer> transfers_;
+  std::map<std::tuple<int64_t, bool, int64_t>, Transfer> host_copies_;
 };
 
 }  // namespace strata

@@ -108,6 +108,13 @@ class GraphMapper {
         case TaskKind::kP2p:
           add_member(id, task, deps, network);
           break;
+        case TaskKind::kCopy: {
+          const auto i = static_cast<size_t>(id);
+          start_[i] = transfer_[i] = engine_.add({.kind = ActivityKind::kDelay}, deps);
+          finish_[i] = network.add_host_copy(task.rank, task.copy == CopyDirection::kToHost,
+                                             task.bytes, start_[i]);
+          break;
+        }
       }
     }
     STRATA_ASSERT(pending_.empty(), "a collective or p2p transfer misses members in the graph");
@@ -183,9 +190,14 @@ class GraphMapper {
     if (task.stream == Stream::kHost) {
       // The host thread issuing work: a delay, slowed by nothing on the GPU. A CPU host's ranks
       // are their own host threads and pay it in their computes.
-      const bool cpu = devices_[static_cast<size_t>(rank.efficiency)].host_cores > 0;
+      const DeviceSpec& device = devices_[static_cast<size_t>(rank.efficiency)];
+      const OpShape& op = graph_.op(task.op);
+      if (op.kind != OpKind::kHost) {  // work the host runs itself: the offloaded optimizer
+        return {.kind = ActivityKind::kDelay, .duration_ns = host_compute_time_ns(device, op)};
+      }
+      const bool cpu = device.host_cores > 0;
       return {.kind = ActivityKind::kDelay,
-              .duration_ns = cpu ? 0 : compute_time_ns({}, {}, graph_.op(task.op))};
+              .duration_ns = cpu ? 0 : compute_time_ns({}, {}, op)};
     }
     const auto e = static_cast<size_t>(rank.efficiency);
     TimeNs& time = op_times_[e][static_cast<size_t>(task.op)];

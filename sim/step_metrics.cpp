@@ -16,8 +16,11 @@ double seconds(TimeNs ns) { return static_cast<double>(ns) / static_cast<double>
 
 enum class CommKind { kTp, kPp, kDp };
 
+// Offload's host copies count with the data-parallel side of the step, whose gradients and
+// parameters they move.
 CommKind comm_kind(const TaskGraph& graph, const Task& task) {
   if (task.kind == TaskKind::kP2p) return CommKind::kPp;
+  if (task.kind == TaskKind::kCopy) return CommKind::kDp;
   return graph.group(task.group).kind == GroupKind::kTp ? CommKind::kTp : CommKind::kDp;
 }
 
@@ -26,6 +29,7 @@ struct RankTimeline {
   std::vector<Interval> busy;                 // compute stream
   TimeNs optimizer_ns = 0;                    // of which the optimizer step
   std::array<std::vector<Interval>, 3> comm;  // by CommKind
+  std::vector<Interval> host;                 // host stream: dispatch, an offloaded step
   std::vector<std::pair<TimeNs, TaskId>> memory_events;
 };
 
@@ -90,6 +94,7 @@ SimResult summarize_step(const CompiledPlan& compiled, StepTimeline timeline,
     RankTimeline& rank = ranks[static_cast<size_t>(rank_index[static_cast<size_t>(task.rank)])];
     switch (task.kind) {
       case TaskKind::kCompute:
+        if (task.stream == Stream::kHost) rank.host.push_back({t.start_ns, t.finish_ns});
         if (task.stream != Stream::kCompute) break;
         rank.busy.push_back({t.start_ns, t.finish_ns});
         if (task.phase == Phase::kOptimizer) rank.optimizer_ns += t.finish_ns - t.start_ns;
@@ -99,6 +104,7 @@ SimResult summarize_step(const CompiledPlan& compiled, StepTimeline timeline,
         break;
       case TaskKind::kCollective:
       case TaskKind::kP2p:
+      case TaskKind::kCopy:
         rank.comm[static_cast<size_t>(comm_kind(graph, task))].push_back(
             {t.transfer_ns, t.finish_ns});
         break;
@@ -141,8 +147,11 @@ SimResult summarize_step(const CompiledPlan& compiled, StepTimeline timeline,
     out.idle_s = seconds(step_ns - busy_ns);
     out.exposed_comm_s = comm_seconds(exposed_tp, exposed_pp, exposed_dp);
     out.comm_s = comm_seconds(length(tp), length(pp), length(dp));
-    const TimeNs bubble_ns =
-        std::max<TimeNs>(0, step_ns - busy_ns - exposed_tp - exposed_pp - exposed_dp);
+    // The host holding the GPU back (dispatch, an offloaded optimizer step) is not bubble.
+    const TimeNs exposed_host =
+        length_outside(merged(std::move(rank.host)), combined(busy_tp_pp, dp));
+    const TimeNs bubble_ns = std::max<TimeNs>(
+        0, step_ns - busy_ns - exposed_tp - exposed_pp - exposed_dp - exposed_host);
     const TimeNs pipeline_ns = busy_ns - rank.optimizer_ns;
     out.bubble_fraction =
         pipeline_ns > 0 ? static_cast<double>(bubble_ns) / static_cast<double>(pipeline_ns) : 0.0;

@@ -83,6 +83,8 @@ const char* category(const TaskGraph& graph, const Task& task) {
       return "pp";
     case TaskKind::kMemory:
       return "memory";
+    case TaskKind::kCopy:
+      return "dp";
   }
   return "compute";
 }
@@ -190,6 +192,10 @@ void write_task_event(TraceWriter& w, const TaskGraph& graph, const TraceDepende
       w.micros(t.transfer_ns);
       break;
     case TaskKind::kMemory:
+      break;
+    case TaskKind::kCopy:
+      w.format(R"(,"copy":"{}","bytes":{})",
+               task.copy == CopyDirection::kToHost ? "to_host" : "to_device", task.bytes);
       break;
   }
   w.raw("}}");

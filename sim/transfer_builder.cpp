@@ -56,8 +56,8 @@ Transfer TransferBuilder::build(std::span<const CollectivePlan> images) {
       TransferFlow f;
       f.path = engine_.add_path(hops);
       f.wire_bytes = flow.wire_bytes;
-      f.touches[0] = processor_of_gpu_[static_cast<size_t>(flow.src_gpu)];
-      if (flow.dst_gpu != flow.src_gpu) {
+      if (flow.src_gpu >= 0) f.touches[0] = processor_of_gpu_[static_cast<size_t>(flow.src_gpu)];
+      if (flow.dst_gpu >= 0 && flow.dst_gpu != flow.src_gpu) {
         f.touches[1] = processor_of_gpu_[static_cast<size_t>(flow.dst_gpu)];
       }
       step.flows.push_back(f);

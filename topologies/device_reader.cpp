@@ -28,7 +28,8 @@ namespace {
 constexpr std::string_view kDeviceFields[] = {
     "name",      "peak_tflops", "measured_matmul_bf16_tflops", "measured_matmul_fp8_tflops",
     "hbm_gb",    "hbm_bw_gbps", "launch_overhead_us",          "price_usd_per_hour",
-    "tdp_watts", "host_cores"};
+    "tdp_watts", "host_cores",  "host_tflops",                 "host_mem_bw_gbps",
+    "host_memory_gb"};
 constexpr std::string_view kPeakFields[] = {"bf16", "fp16", "fp32", "tf32", "fp8"};
 
 double tflops_to_flops(double tflops) { return tflops * kFlopsPerTflop; }
@@ -76,6 +77,11 @@ DeviceSpec parse_device(const JsonFields& fields) {
   device.price_usd_per_hour = fields.positive_number("price_usd_per_hour", true);
   device.tdp_watts = fields.optional_positive_number("tdp_watts", true).value_or(0);
   device.host_cores = fields.has("host_cores") ? fields.positive_int("host_cores") : 0;
+  device.host_flops =
+      tflops_to_flops(fields.optional_positive_number("host_tflops", true).value_or(0));
+  device.host_mem_bw_gbps = fields.optional_positive_number("host_mem_bw_gbps", true).value_or(0);
+  device.host_memory_bytes = std::llround(
+      fields.optional_positive_number("host_memory_gb", true).value_or(0) * kBytesPerGB);
   return device;
 }
 

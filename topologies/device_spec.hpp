@@ -28,6 +28,12 @@ struct DeviceSpec {
   // A CPU host (strata calibrate --backend cpu): the ranks of one node share this many cores, so
   // their computes slow down when more run at once than there are cores. 0 for a GPU.
   int64_t host_cores = 0;
+  // The host share of one GPU in its usual server (the node's CPU sockets over its GPUs), where
+  // offloaded work runs (ZeRO-Offload): fp32 FLOP/s, DRAM bandwidth in GB/s, DRAM bytes. 0 when
+  // unknown.
+  double host_flops = 0;
+  double host_mem_bw_gbps = 0;
+  int64_t host_memory_bytes = 0;
 
   // Dense peak FLOP/s for the dtype training computes in (fp32 uses TF32 tensor cores when the
   // device has them, as PyTorch and Megatron do by default for matmuls).

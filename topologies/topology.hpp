@@ -82,6 +82,8 @@ class Topology {
   // down-link out of it.
   int32_t switch_up(int64_t gpu) const;
   int32_t switch_down(int64_t gpu) const;
+  // A GPU's PCIe link toward its host (and NIC), and back: host memory copies (offload).
+  int32_t host_link(int64_t gpu, bool to_host) const { return pcie_up(gpu) + (to_host ? 0 : 1); }
 
  private:
   ClusterSpec cluster_;

@@ -62,6 +62,11 @@ nlohmann::json device_to_json(const DeviceSpec& device) {
       {"tdp_watts", device.tdp_watts},
   };
   if (device.host_cores > 0) json["host_cores"] = device.host_cores;  // a CPU host only
+  if (device.host_flops > 0) {
+    json["host_tflops"] = flops_to_tflops(device.host_flops);
+    json["host_mem_bw_gbps"] = device.host_mem_bw_gbps;
+    json["host_memory_gb"] = static_cast<double>(device.host_memory_bytes) / kBytesPerGB;
+  }
   return json;
 }
 

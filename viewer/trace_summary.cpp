@@ -30,11 +30,15 @@ RankActivity rank_activity(const Trace& trace, int32_t pid, int32_t stage,
   rank.pid = pid;
   rank.stage = stage;
   std::array<std::vector<Interval>, 3> comm;
+  std::vector<Interval> host;
   for (const Lane& lane : trace.lanes) {
     if (lane.pid != pid) continue;
     for (const int32_t index : lane.events) {
       const TraceEvent& e = trace.events[static_cast<size_t>(index)];
-      if (e.kind == EventKind::kHost) continue;  // the host thread, not the GPU
+      if (e.kind == EventKind::kHost) {  // the host thread, not the GPU
+        host.push_back({e.start_ns, e.end_ns()});
+        continue;
+      }
       if (e.kind == EventKind::kCompute) {
         rank.busy.push_back({e.start_ns, e.end_ns()});
         phase_ns[static_cast<size_t>(e.phase)] += e.dur_ns;
@@ -53,6 +57,9 @@ RankActivity rank_activity(const Trace& trace, int32_t pid, int32_t stage,
     rank.exposed_ns[k] = length_outside(rank.comm[k], covered);
     covered = combined(covered, rank.comm[k]);
   }
+  // The host holding the GPU back (dispatch, an offloaded optimizer step) is not bubble, as in
+  // the simulator's figures (sim/step_metrics.cpp).
+  covered = combined(covered, merged(std::move(host)));
   rank.bubbles = outside({{trace.start_ns, trace.end_ns}}, covered);
   rank.bubble_ns = length(rank.bubbles);
   if (const auto memory = trace.memory.find(pid); memory != trace.memory.end()) {

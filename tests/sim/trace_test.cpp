@@ -157,6 +157,11 @@ TEST_CASE("the trace has one X event per task at its simulated time, with its la
         break;
       case TaskKind::kMemory:
         FAIL("a memory task has an X event");
+        break;
+      case TaskKind::kCopy:
+        CHECK(args.at("copy") == (task.copy == CopyDirection::kToHost ? "to_host" : "to_device"));
+        CHECK(args.at("bytes") == task.bytes);
+        break;
     }
   }
   CHECK(ids == expected_ids);
