@@ -1,6 +1,7 @@
 #include "cli/plan_options.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <string_view>
 
@@ -123,6 +124,8 @@ void add_stack_flags(CLI::App& command, PlanFlags& flags) {
   command.add_option("--prefetch-layers", flags.prefetch_layers,
                      "ZeRO 3 / FSDP2: layers whose parameter gathers run ahead (default: the "
                      "framework's)");
+  command.add_option("--horovod-cycle-time", flags.horovod_cycle_ms,
+                     "Horovod: the background thread's cycle in ms (HOROVOD_CYCLE_TIME, 1)");
 }
 
 void add_plan_flags(CLI::App& command, PlanFlags& flags) {
@@ -202,6 +205,15 @@ void apply_stack_flags(const PlanFlags& flags, ParallelPlan& plan) {
   if (flags.offload_optimizer) plan.offload.optimizer = true;
   if (flags.offload_param) plan.offload.params = true;
   if (flags.prefetch_layers) plan.prefetch_layers = *flags.prefetch_layers;
+  if (flags.horovod_cycle_ms) {
+    if (!(*flags.horovod_cycle_ms >= 0)) {
+      throw InputError(kCommandLine, "--horovod-cycle-time",
+                       fmt::format("must be 0 or more milliseconds, found {}",
+                                   *flags.horovod_cycle_ms),
+                       "give Horovod's cycle in ms, e.g. 1");
+    }
+    plan.cycle_time_ns = std::llround(*flags.horovod_cycle_ms * 1e6);
+  }
   if (flags.cuda_graph) plan.host_dispatch = HostDispatch::kCudaGraphs;
   if (flags.host_dispatch) {
     plan.host_dispatch = parse_host_dispatch(*flags.host_dispatch, kCommandLine, "--host-dispatch");

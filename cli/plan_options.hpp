@@ -41,6 +41,7 @@ struct PlanFlags {
   bool fp8_param_gather = false;
   bool offload_optimizer = false, offload_param = false;  // ZeRO-Offload to CPU
   std::optional<int64_t> prefetch_layers;                 // ZeRO 3 / FSDP2 prefetch window
+  std::optional<double> horovod_cycle_ms;                 // HOROVOD_CYCLE_TIME
   bool recompute_activations = false;  // Megatron's --recompute-activations (selective)
   bool sequence_parallel = false;
   bool distributed_optimizer = false;  // Megatron's --use-distributed-optimizer (ZeRO 1)

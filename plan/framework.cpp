@@ -28,8 +28,10 @@
 //  (6,553,600 parameters), each bucket all-reduced by autograd hooks during the backward; AMP
 //  keeps fp32 parameters and gradients; data-parallel only.
 // horovod: tensor fusion into a 64 MiB buffer (HOROVOD_FUSION_THRESHOLD, 16,777,216 fp32
-//  gradients) all-reduced in the background during the backward; fp32 parameters and gradients;
-//  data-parallel only.
+//  gradients) all-reduced in the background during the backward, launched by a background thread
+//  that wakes every HOROVOD_CYCLE_TIME, 1 ms (horovod/common/operations.cc,
+//  BackgroundThreadLoop: SetCycleTimeMs(1) unless the variable is set); fp32 parameters and
+//  gradients; data-parallel only.
 
 #include "plan/framework.hpp"
 
@@ -65,6 +67,8 @@ Precision fp32_parameters() {
 // Megatron-Core's default bucket with --overlap-grad-reduce (DistributedDataParallel.__init__).
 constexpr int64_t kMegatronMinBucket = 40'000'000;
 constexpr int64_t kMegatronBucketPerRank = 1'000'000;
+// Horovod's default HOROVOD_CYCLE_TIME, 1 ms.
+constexpr int64_t kHorovodCycleNs = 1'000'000;
 
 }  // namespace
 
@@ -74,6 +78,7 @@ ParallelPlan apply_framework(ParallelPlan plan, Framework framework) {
   plan.overlap = Overlap{.p2p = framework == Framework::kMegatronCore};
   plan.precision = Precision{};
   plan.bucket_size = 0;
+  plan.cycle_time_ns = 0;
   switch (framework) {
     case Framework::kMegatronCore:
       break;
@@ -99,6 +104,7 @@ ParallelPlan apply_framework(ParallelPlan plan, Framework framework) {
       plan.overlap.grad_reduce = true;
       plan.precision = fp32_parameters();
       plan.bucket_size = 64 * 1024 * 1024 / 4;
+      plan.cycle_time_ns = kHorovodCycleNs;
       break;
   }
   return plan;
@@ -161,6 +167,13 @@ void validate_framework(const ParallelPlan& plan, const std::string& where) {
                      fmt::format("{} does not run ZeRO stage {}", name, plan.zero_stage),
                      fmt::format("use --zero {} with {}, or another --framework",
                                  fmt::join(stages, " or "), name));
+  }
+  if (plan.cycle_time_ns > 0 && plan.framework != Framework::kHorovod) {
+    throw InputError(where, "horovod_cycle_time_ms (--horovod-cycle-time)",
+                     fmt::format("{} launches reductions when they are ready; the cycle is "
+                                 "Horovod's background thread",
+                                 name),
+                     "drop it, or use --framework horovod");
   }
   if (plan.overlap.tp_comm && !plan.sequence_parallel) {
     throw InputError(where, "tp_comm_overlap (--tp-comm-overlap)",

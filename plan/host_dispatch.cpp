@@ -31,7 +31,10 @@ void HostDispatchBlocks::end(RankProgram& program, TaskId block) {
   for (TaskId id = block + 1; id < graph_.size(); ++id) {
     const Task& t = graph_.task(id);
     if (t.rank != program.rank()) continue;
-    if (t.kind == TaskKind::kCompute && t.stream != Stream::kHost) ++counts[0];
+    if (t.kind == TaskKind::kCompute && t.stream != Stream::kHost &&
+        t.role != TaskRole::kHostDispatch) {
+      ++counts[0];
+    }
     if (t.kind == TaskKind::kCollective || t.kind == TaskKind::kP2p || t.kind == TaskKind::kCopy)
       ++counts[1];
   }

@@ -28,6 +28,7 @@ struct OpTable {
   int32_t fp8_weight_cast = -1;
   OpPair embedding, final_norm, lm_head, loss;  // first, last stage
   std::vector<int32_t> optimizer;               // per stage
+  int32_t cycle_wait = -1;                      // Horovod: the background thread's wake
 };
 
 struct LoweringContext {

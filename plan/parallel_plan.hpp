@@ -125,6 +125,10 @@ struct ParallelPlan {
   int64_t first_stage_layers = 0;
   int64_t last_stage_layers = 0;
   Offload offload;
+  // Horovod's background thread (HOROVOD_CYCLE_TIME): it wakes every cycle and launches the
+  // reductions whose gradients are ready, so a ready bucket waits for the next wake (cycles
+  // counted from the step's start); 0: reductions launch when ready (every other framework).
+  int64_t cycle_time_ns = 0;
   // ZeRO 3 / FSDP2: how many layers' parameter all-gathers may run ahead of the layer computing
   // (FSDP2's forward and backward prefetch, DeepSpeed's stage3_prefetch_bucket_size bounded by
   // stage3_max_live_parameters); -1: the framework's default (prefetch_window_layers).

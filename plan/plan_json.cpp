@@ -1,5 +1,7 @@
 #include "plan/plan_json.hpp"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "common/error.hpp"
@@ -74,7 +76,8 @@ constexpr std::string_view kPlanKeys[] = {"dp",
                                           "last_stage_layers",
                                           "offload_optimizer",
                                           "offload_param",
-                                          "prefetch_layers"};
+                                          "prefetch_layers",
+                                          "horovod_cycle_time_ms"};
 
 }  // namespace
 
@@ -171,6 +174,10 @@ ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan,
   plan.offload.params = fields.boolean("offload_param", plan.offload.params);
   if (fields.has("prefetch_layers"))
     plan.prefetch_layers = fields.non_negative_int("prefetch_layers");
+  if (fields.has("horovod_cycle_time_ms")) {
+    plan.cycle_time_ns =
+        std::llround(fields.positive_number("horovod_cycle_time_ms", true) * 1e6);
+  }
   return plan;
 }
 
@@ -208,6 +215,8 @@ nlohmann::json plan_to_json(const ParallelPlan& plan) {
   if (plan.offload.optimizer) out["offload_optimizer"] = true;
   if (plan.offload.params) out["offload_param"] = true;
   if (plan.prefetch_layers >= 0) out["prefetch_layers"] = plan.prefetch_layers;
+  if (plan.cycle_time_ns > 0)
+    out["horovod_cycle_time_ms"] = static_cast<double>(plan.cycle_time_ns) / 1e6;
   return out;
 }
 

@@ -73,6 +73,12 @@ TaskId RankProgram::host_compute(TaskRole role, int32_t op, std::span<const Task
   return append(task, deps);
 }
 
+TaskId RankProgram::background_wait(int32_t op, std::initializer_list<TaskId> deps) {
+  Task task = labeled(TaskKind::kCompute, Stream::kBackground, TaskRole::kHostDispatch);
+  task.op = op;
+  return append(task, std::span<const TaskId>(deps.begin(), deps.size()));
+}
+
 TaskId RankProgram::copy(TaskRole role, CopyDirection direction, int64_t bytes,
                          std::initializer_list<TaskId> deps) {
   Task task = labeled(TaskKind::kCopy, Stream::kDpComm, role);

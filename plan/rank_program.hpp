@@ -47,6 +47,9 @@ class RankProgram {
   TaskId host_block();
   // Work the host CPU runs itself (the offloaded optimizer step), on the host stream.
   TaskId host_compute(TaskRole role, int32_t op, std::span<const TaskId> deps);
+  // A wait of the thread that launches data-parallel collectives (Horovod's background cycle): a
+  // host-time op on the background stream, ahead of the collective it launches.
+  TaskId background_wait(int32_t op, std::initializer_list<TaskId> deps);
   // A copy between the GPU and host memory (offload), on the dp-comm stream.
   TaskId copy(TaskRole role, CopyDirection direction, int64_t bytes,
               std::initializer_list<TaskId> deps = {});

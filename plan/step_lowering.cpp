@@ -145,9 +145,13 @@ void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t chunk,
         zero == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
     const int64_t grad_bytes = state_bytes_per_parameter(ctx.plan.dtype, ctx.plan.precision).grads;
     const int64_t bytes = bucket.parameters * grad_bytes;
+    // Horovod's background thread launches the reduction at its next cycle.
+    const TaskId launch = ctx.ops.cycle_wait >= 0
+                              ? state.program.background_wait(ctx.ops.cycle_wait, {after})
+                              : after;
     const TaskId reduce =
         state.program.bucket_collective(TaskRole::kGradSync, kind, state.groups.dp, bytes,
-                                        bucket.index, std::initializer_list<TaskId>{after});
+                                        bucket.index, std::initializer_list<TaskId>{launch});
     if (!ctx.plan.overlap.grad_reduce) state.program.block_next_compute_on(reduce);
     // ZeRO-Offload: the reduced shard goes down to the host's gradient buffer as it is reduced
     // (DeepSpeed's stage 1/2 async copy to the pinned fp32 buffer).

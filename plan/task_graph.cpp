@@ -94,6 +94,8 @@ const char* to_string(Stream stream) {
       return "pp-recv";
     case Stream::kHost:
       return "host";
+    case Stream::kBackground:
+      return "background";
   }
   return "?";
 }

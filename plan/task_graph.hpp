@@ -34,9 +34,10 @@ namespace strata {
 
 using TaskId = int32_t;
 
-// kHost: the rank's host thread issuing the work of the others (host-dispatch tasks).
-enum class Stream : uint8_t { kCompute, kTpComm, kDpComm, kPpSend, kPpRecv, kHost };
-inline constexpr int kStreamCount = 6;
+// kHost: the rank's host thread issuing the work of the others (host-dispatch tasks);
+// kBackground: a framework's background thread that launches collectives (Horovod's cycle).
+enum class Stream : uint8_t { kCompute, kTpComm, kDpComm, kPpSend, kPpRecv, kHost, kBackground };
+inline constexpr int kStreamCount = 7;
 
 enum class Phase : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
 // kCopy: a copy between the rank's GPU and its host's memory over the GPU's PCIe link (offload).

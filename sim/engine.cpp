@@ -202,6 +202,11 @@ void Engine::State::start(ActivityId id) {
     case ActivityKind::kDelay:
       schedule(id, now_ns + static_cast<TimeNs>(a.amount));
       return;
+    case ActivityKind::kTick: {
+      const auto period = static_cast<TimeNs>(a.amount);
+      schedule(id, (now_ns + period - 1) / period * period);
+      return;
+    }
     case ActivityKind::kCompute: {
       // Uncontended, the whole duration (an exact integer) at rate 1.
       Processor& p = processors[a.resource];
@@ -412,6 +417,11 @@ ActivityId Engine::add(const ActivitySpec& spec, std::span<const ActivityId> dep
     case ActivityKind::kDelay:
       STRATA_ASSERT(spec.duration_ns >= 0 && spec.duration_ns <= kMaxDurationNs,
                     "a delay needs a duration in [0, 2^53] ns");
+      a.amount = static_cast<double>(spec.duration_ns);
+      break;
+    case ActivityKind::kTick:
+      STRATA_ASSERT(spec.duration_ns > 0 && spec.duration_ns <= kMaxDurationNs,
+                    "a tick needs a period in (0, 2^53] ns");
       a.amount = static_cast<double>(spec.duration_ns);
       break;
     case ActivityKind::kCompute:

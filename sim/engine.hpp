@@ -1,7 +1,8 @@
 #pragma once
 // The discrete-event engine (SimGrid's kernel in miniature): activities over resources.
 //
-// An activity is a delay (fixed duration), a compute (work on a processor, slowed while
+// An activity is a delay (fixed duration), a tick (it ends at the first multiple of its period at
+// or after its start: a thread that wakes every period, as Horovod's background cycle), a compute (work on a processor, slowed while
 // communication touches that processor) or a flow (bytes over a path of links, sharing each link
 // max-min fairly with the other flows). An activity starts when all its dependencies have
 // finished; the engine advances the clock to the next completion. It knows nothing about
@@ -45,7 +46,7 @@ using PathId = int32_t;
 inline constexpr ActivityId kNoActivity = -1;
 inline constexpr ProcessorId kNoProcessor = -1;
 
-enum class ActivityKind : uint8_t { kDelay, kCompute, kFlow };
+enum class ActivityKind : uint8_t { kDelay, kCompute, kFlow, kTick };
 
 // One link of a flow's path, and the flow's weight there (>= 1).
 struct PathHop {
@@ -57,7 +58,7 @@ struct PathHop {
 struct ActivitySpec {
   ActivityKind kind = ActivityKind::kDelay;
   int16_t priority = 0;    // completions at the same time: lower priority answered first
-  TimeNs duration_ns = 0;  // kDelay: fixed; kCompute: uncontended duration (>= 0)
+  TimeNs duration_ns = 0;  // kDelay: fixed; kCompute: uncontended duration (>= 0); kTick: period
   ProcessorId processor = kNoProcessor;  // kCompute: where it runs
   double bytes = 0;  // kFlow: bytes to move (<= 0: it finishes when it starts, touching nothing)
   PathId path = -1;  // kFlow: from add_path()

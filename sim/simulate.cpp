@@ -187,17 +187,23 @@ class GraphMapper {
 
   ActivitySpec compute_spec(const Task& task) {
     const RankCompute& rank = ranks_[static_cast<size_t>(rank_index_.at(task.rank))];
-    if (task.stream == Stream::kHost) {
-      // The host thread issuing work: a delay, slowed by nothing on the GPU. A CPU host's ranks
-      // are their own host threads and pay it in their computes.
+    if (task.stream == Stream::kBackground) {
+      // Horovod's background thread: the reduction launches at its next wake.
+      return {.kind = ActivityKind::kTick, .duration_ns = compiled_.plan.cycle_time_ns};
+    }
+    const OpShape& host_op = graph_.op(task.op);
+    if (task.stream == Stream::kHost || host_op.kind == OpKind::kHost) {
+      // Host threads: the one issuing work, Horovod's background wait, or the offloaded
+      // optimizer step the host runs itself; a delay, slowed by nothing on the GPU. A CPU host's
+      // ranks are their own host threads and pay dispatch in their computes.
       const DeviceSpec& device = devices_[static_cast<size_t>(rank.efficiency)];
-      const OpShape& op = graph_.op(task.op);
-      if (op.kind != OpKind::kHost) {  // work the host runs itself: the offloaded optimizer
-        return {.kind = ActivityKind::kDelay, .duration_ns = host_compute_time_ns(device, op)};
+      if (host_op.kind != OpKind::kHost) {
+        return {.kind = ActivityKind::kDelay,
+                .duration_ns = host_compute_time_ns(device, host_op)};
       }
       const bool cpu = device.host_cores > 0;
       return {.kind = ActivityKind::kDelay,
-              .duration_ns = cpu ? 0 : compute_time_ns({}, {}, op)};
+              .duration_ns = cpu ? 0 : compute_time_ns({}, {}, host_op)};
     }
     const auto e = static_cast<size_t>(rank.efficiency);
     TimeNs& time = op_times_[e][static_cast<size_t>(task.op)];

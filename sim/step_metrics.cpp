@@ -29,7 +29,7 @@ struct RankTimeline {
   std::vector<Interval> busy;                 // compute stream
   TimeNs optimizer_ns = 0;                    // of which the optimizer step
   std::array<std::vector<Interval>, 3> comm;  // by CommKind
-  std::vector<Interval> host;                 // host stream: dispatch, an offloaded step
+  std::vector<Interval> host;  // host threads: dispatch, Horovod's cycle, an offloaded step
   std::vector<std::pair<TimeNs, TaskId>> memory_events;
 };
 
@@ -94,7 +94,8 @@ SimResult summarize_step(const CompiledPlan& compiled, StepTimeline timeline,
     RankTimeline& rank = ranks[static_cast<size_t>(rank_index[static_cast<size_t>(task.rank)])];
     switch (task.kind) {
       case TaskKind::kCompute:
-        if (task.stream == Stream::kHost) rank.host.push_back({t.start_ns, t.finish_ns});
+        if (task.stream == Stream::kHost || task.role == TaskRole::kHostDispatch)
+          rank.host.push_back({t.start_ns, t.finish_ns});
         if (task.stream != Stream::kCompute) break;
         rank.busy.push_back({t.start_ns, t.finish_ns});
         if (task.phase == Phase::kOptimizer) rank.optimizer_ns += t.finish_ns - t.start_ns;

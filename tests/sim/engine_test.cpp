@@ -56,6 +56,21 @@ TEST_CASE("a chain of delays ends at the sum of their durations", "[engine]") {
   CHECK(engine.now_ns() == 23);
 }
 
+// A tick of period 10 ends at the first multiple of 10 at or after its start: after a 23 ns
+// delay at 30; after a 30 ns delay at once (30); a tick at time 0 at once.
+TEST_CASE("a tick ends at the next multiple of its period", "[engine]") {
+  Engine engine;
+  const ActivitySpec tick{.kind = ActivityKind::kTick, .duration_ns = 10};
+  const ActivityId at_zero = engine.add(tick);
+  const ActivityId late = engine.add(tick, {{engine.add(delay(23))}});
+  const ActivityId aligned = engine.add(tick, {{engine.add(delay(30))}});
+  engine.run();
+  CHECK(engine.finish_ns(at_zero) == 0);
+  CHECK(engine.start_ns(late) == 23);
+  CHECK(engine.finish_ns(late) == 30);
+  CHECK(engine.finish_ns(aligned) == 30);
+}
+
 // A join of delays 10, 30 and 20 ns starts at max(10, 30, 20) = 30.
 TEST_CASE("a join starts when the last of its dependencies finishes", "[engine]") {
   Engine engine;

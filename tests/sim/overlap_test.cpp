@@ -243,5 +243,46 @@ TEST_CASE("TP overlap exposes what a GEMM chunk does not cover of one exchange",
   CHECK(overlapped.step_time_s < blocking.step_time_s);
 }
 
+// Horovod's background thread wakes every HOROVOD_CYCLE_TIME and launches what is ready. With a
+// 100 ms cycle, longer than the whole backward, no bucket launches before the wake at 100 ms
+// (the one at 0 comes before any gradient); then the nb buckets' all-reduces run back to back,
+// 2a + S/B each with S their fp32 gradients, the gradient norm's 4-byte all-reduce and the GPU's
+// Adam follow: step = 100 ms + nb 2a + 4P/B + (2a + 4/B) + Adam. A 200 ms cycle moves it by 100 ms.
+TEST_CASE("Horovod launches ready reductions at its background thread's next wake",
+          "[sim][overlap]") {
+  const ClusterSpec cluster = two_gpu_node();
+  const ModelSpec model = four_layers();
+  ParallelPlan plan = apply_framework(data_parallel(0), Framework::kHorovod);
+  plan.host_dispatch = HostDispatch::kNone;
+  REQUIRE(plan.cycle_time_ns == 1'000'000);  // HOROVOD_CYCLE_TIME's default, 1 ms
+  plan.cycle_time_ns = 100'000'000;
+  validate_plan(plan, model, std::nullopt, "test");
+  const CompiledPlan compiled = compile_plan(model, cluster, plan, GraphMode::kFolded);
+  SimOptions options;
+  options.calibration = test::no_launch_overhead(cluster.device);
+  const SimResult slow = simulate(compiled, options);
+
+  const double a = route_latency_s(cluster);
+  const auto buckets = static_cast<double>(compiled.graph.buckets().size());
+  REQUIRE(buckets >= 2);
+  double adam = 0;
+  for (const Task& t : compiled.graph.tasks()) {
+    if (t.role == TaskRole::kOptimizer) {
+      adam = static_cast<double>(compute_time_ns(cluster.device,
+                                                 options.calibration->devices.front(),
+                                                 compiled.graph.op(t.op))) /
+             1e9;
+    }
+  }
+  const double params = static_cast<double>(count_parameters(model).total);
+  const double expected = 0.1 + buckets * 2 * a + 4 * params / kB + (2 * a + 4 / kB) + adam;
+  INFO(fmt::format("{} buckets; step {} s, expected {} s", buckets, slow.step_time_s, expected));
+  CHECK(slow.step_time_s == Approx(expected).epsilon(1e-4));
+
+  plan.cycle_time_ns = 200'000'000;
+  const SimResult slower = simulate(compile_plan(model, cluster, plan, GraphMode::kFolded), options);
+  CHECK(slower.step_time_s - slow.step_time_s == Approx(0.1).epsilon(1e-6));
+}
+
 }  // namespace
 }  // namespace strata
