@@ -151,7 +151,7 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
                      "Sequences per step over all DP replicas");
   command.add_option("--seq-len,--seq-length", flags.seq_len, "Sequence length in tokens");
   command.add_option("--recompute,--recompute-granularity", flags.recompute,
-                     "Activation recompute: none, selective, full");
+                     "Activation recompute: none, selective, full, selective-op (torchtitan's op-level)");
   command.add_flag("--recompute-activations", flags.recompute_activations,
                    "Megatron-LM: selective recompute");
   command.add_flag("--sequence-parallel", flags.sequence_parallel,

@@ -61,6 +61,12 @@ void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
                      "chunks for concurrent GPU streams, which the CPU backend does not have",
                      "drop --tp-comm-overlap (it changes timing, not the result)");
   }
+  if (plan.recompute == RecomputeKind::kSelectiveOp) {
+    throw InputError(where, "recompute (--recompute)",
+                     "the CPU executor recomputes every layer (full) or the attention scores "
+                     "(selective), not torchtitan's op-level policy",
+                     "use --recompute full, selective or none");
+  }
   if (plan.offload.optimizer || plan.offload.params) {
     throw InputError(where,
                      plan.offload.optimizer ? "offload_optimizer (--offload-optimizer)"

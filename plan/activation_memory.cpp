@@ -49,6 +49,51 @@ LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& p
   return act;
 }
 
+std::vector<BlockProduct> block_products(const ModelSpec& model) {
+  if (model.mlp == MlpKind::kSwiGlu) {
+    return {BlockProduct::kQ, BlockProduct::kK,    BlockProduct::kV,   BlockProduct::kO,
+            BlockProduct::kGate, BlockProduct::kUp, BlockProduct::kDown};
+  }
+  return {BlockProduct::kQ, BlockProduct::kK,  BlockProduct::kV,
+          BlockProduct::kO, BlockProduct::kUp, BlockProduct::kDown};
+}
+
+bool op_selective_saves(size_t index_in_block) { return index_in_block % 2 == 0; }
+
+namespace {
+
+// torchtitan's op-level policy: the block input (the checkpoint), every saved product's output,
+// and the attention kernel's output with its fp32 log-sum-exp.
+int64_t op_selective_bytes(const ModelSpec& model, const ParallelPlan& plan) {
+  const Dims d = dims_of(plan);
+  const int64_t h = model.hidden;
+  int64_t elements = d.sb * h / d.rep + d.sb * h / d.t;  // input, attention output
+  const std::vector<BlockProduct> products = block_products(model);
+  for (size_t i = 0; i < products.size(); ++i) {
+    if (!op_selective_saves(i)) continue;
+    switch (products[i]) {
+      case BlockProduct::kQ:
+        elements += d.sb * h / d.t;
+        break;
+      case BlockProduct::kK:
+      case BlockProduct::kV:
+        elements += d.sb * model.kv_hidden() / d.t;
+        break;
+      case BlockProduct::kO:
+      case BlockProduct::kDown:
+        elements += d.sb * h / d.rep;
+        break;
+      case BlockProduct::kGate:
+      case BlockProduct::kUp:
+        elements += d.sb * model.ffn_hidden / d.t;
+        break;
+    }
+  }
+  return d.e * elements + layer_activations(model, plan).softmax_lse;
+}
+
+}  // namespace
+
 int64_t stored_layer_activation_bytes(const ModelSpec& model, const ParallelPlan& plan) {
   const LayerActivations act = layer_activations(model, plan);
   switch (plan.recompute) {
@@ -58,6 +103,8 @@ int64_t stored_layer_activation_bytes(const ModelSpec& model, const ParallelPlan
       return act.total() - act.attention_scores;
     case RecomputeKind::kFull:
       return layer_input_bytes(model, plan);
+    case RecomputeKind::kSelectiveOp:
+      return op_selective_bytes(model, plan);
   }
   return act.total();
 }

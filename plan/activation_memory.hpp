@@ -21,6 +21,7 @@
 // layer stores sbh(34) + 4abs/t in the paper's setting (Dao et al. 2022, Sec. 3.1).
 
 #include <cstdint>
+#include <vector>
 
 #include "models/model_spec.hpp"
 #include "plan/parallel_plan.hpp"
@@ -40,9 +41,20 @@ struct LayerActivations {
 // Everything one layer stores without recompute, per rank and micro-batch.
 LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& plan);
 
+// The matrix products of a transformer block in forward order, as torchtitan's Llama runs them:
+// Q, K, V, the attention output, the MLP's gate (SwiGLU only), up and down products.
+enum class BlockProduct : uint8_t { kQ, kK, kV, kO, kGate, kUp, kDown };
+std::vector<BlockProduct> block_products(const ModelSpec& model);
+// torchtitan's op-level selective checkpoint (torchtitan/models/llama3/infra/parallelize.py,
+// _custom_policy) saves every other product's output, the first, third, ...: the block recomputes
+// K, O and the SwiGLU up product (a GELU MLP's down product).
+bool op_selective_saves(size_t index_in_block);
+
 // What one layer keeps between its forward and backward under the plan's recompute mode:
 // none: total(); selective: total() minus the attention scores (none are stored under flash
-// attention, so selective keeps total() there); full: the layer input.
+// attention, so selective keeps total() there); full: the layer input; selective-op: the layer
+// input, the saved products' outputs and the attention kernel's output and log-sum-exp (the
+// policy's _save_list: mm, the SDPA kernels, reduce_scatter and max).
 int64_t stored_layer_activation_bytes(const ModelSpec& model, const ParallelPlan& plan);
 
 // The layer input kept as the checkpoint under full recompute: e sbh (/t with sequence parallel).

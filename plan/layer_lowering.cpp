@@ -2,8 +2,10 @@
 // sequence parallelism; Shoeybi et al. 2019 Fig. 3, Korthikanti et al. 2022 Fig. 5), and the
 // memory tasks of what the layer stores for its backward.
 
+#include <algorithm>
 #include <vector>
 
+#include "plan/activation_memory.hpp"
 #include "plan/lowering_context.hpp"
 
 namespace strata {
@@ -115,6 +117,28 @@ TaskId layer_forward_ops(const LoweringContext& ctx, RankState& state, TaskId in
   return p.compute(TaskRole::kMlpResidual, op.residual.forward, {mlp_reduced});
 }
 
+// torchtitan's selective-op recompute before the block's backward: from its input, the norms, the
+// products whose outputs the policy did not save (K, O and SwiGLU's up, or a GELU MLP's down),
+// the residual add and the activation, in forward order; no TP communication (the policy saves
+// reduce-scatter outputs).
+void recompute_unsaved_ops(const LoweringContext& ctx, RankState& state, TaskId params) {
+  RankProgram& p = state.program;
+  const OpTable& op = ctx.ops;
+  p.compute(TaskRole::kNorm1, op.norm.forward, {params});
+  const std::vector<BlockProduct> products = block_products(ctx.model);
+  const auto recompute = [&](BlockProduct product, TaskRole role, int32_t forward_op) {
+    const auto at = std::find(products.begin(), products.end(), product) - products.begin();
+    if (!op_selective_saves(static_cast<size_t>(at))) p.compute(role, forward_op);
+  };
+  recompute(BlockProduct::kK, TaskRole::kQkv, op.k_product);
+  recompute(BlockProduct::kO, TaskRole::kAttnOut, op.attn_out.forward);
+  p.compute(TaskRole::kAttnResidual, op.residual.forward);
+  p.compute(TaskRole::kNorm2, op.norm.forward);
+  recompute(BlockProduct::kUp, TaskRole::kMlpUp, op.mlp_up_half);
+  p.compute(TaskRole::kMlpAct, op.mlp_act.forward);
+  recompute(BlockProduct::kDown, TaskRole::kMlpDown, op.mlp_down.forward);
+}
+
 // What a layer that does not recompute in full keeps for its backward: everything, or under
 // selective recompute all but the scores (the plan's stored bytes, unless the plan recomputes
 // only some layers in full and this is one of the others).
@@ -155,6 +179,15 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
     p.set_phase(Phase::kRecompute);
     p.alloc(Stream::kCompute, BufferClass::kActivations, ctx.full_layer_bytes);
     layer_forward_ops(ctx, state, kNoTask, params);  // needs no gradient: may run before it arrives
+    p.set_phase(Phase::kBackward);
+  }
+  // Selective-op: what the policy did not save, rebuilt for the backward and freed after it.
+  const bool op_selective = ctx.plan.recompute == RecomputeKind::kSelectiveOp;
+  const int64_t rebuilt = ctx.full_layer_bytes - ctx.stored_bytes;
+  if (op_selective) {
+    p.set_phase(Phase::kRecompute);
+    p.alloc(Stream::kCompute, BufferClass::kActivations, rebuilt);
+    recompute_unsaved_ops(ctx, state, params);
     p.set_phase(Phase::kBackward);
   }
   const auto bwd = Direction::kBackward;
@@ -201,6 +234,7 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
   } else {
     p.release(Stream::kCompute, BufferClass::kActivations, kept_bytes(ctx));
   }
+  if (op_selective) p.release(Stream::kCompute, BufferClass::kActivations, rebuilt);
   return input_grad;
 }
 

@@ -43,6 +43,10 @@ OpTable build_op_table(const ModelSpec& model, const ParallelPlan& plan, TaskGra
     ops.fp8_grad_mlp_down = graph.add_op(shapes.fp8_grad_mlp_down);
     if (!plan.fp8_param_gather) ops.fp8_weight_cast = graph.add_op(shapes.fp8_weight_cast);
   }
+  if (plan.recompute == RecomputeKind::kSelectiveOp) {
+    ops.k_product = graph.add_op(shapes.k_product);
+    ops.mlp_up_half = graph.add_op(shapes.mlp_up_half);
+  }
   if (plan.overlap.tp_comm) {
     ops.qkv_chunk = intern(graph, shapes.qkv_chunk);
     ops.attn_out_chunk = intern(graph, shapes.attn_out_chunk);

@@ -60,6 +60,8 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   ops.mlp_act = pair(elementwise_op(sb * f, act_flops, act_tensors, fwd, dt),
                      elementwise_op(sb * f, act_flops, act_tensors, bwd, dt));
   ops.mlp_down = pair(matmul_op(sb, h, f, fwd, gemm), matmul_op(sb, h, f, bwd, gemm));
+  ops.k_product = matmul_op(sb, m.kv_hidden() / t, h, fwd, gemm);
+  ops.mlp_up_half = matmul_op(sb, f, h, fwd, gemm);
   const int64_t chunk = std::max<int64_t>(1, sb / t);
   ops.qkv_chunk =
       pair(matmul_op(chunk, qkv_cols, h, fwd, gemm), matmul_op(chunk, qkv_cols, h, bwd, gemm));

@@ -31,6 +31,9 @@ struct PlanOpShapes {
   OpShape fp8_cast_attn_out_in, fp8_cast_mlp_down_in;
   OpShape fp8_grad_qkv, fp8_grad_attn_out, fp8_grad_mlp_up, fp8_grad_mlp_down;
   OpShape fp8_weight_cast;
+  // Selective-op recompute: the K product alone and one of SwiGLU's two up products, which the
+  // fused QKV and MLP-up ops hold together.
+  OpShape k_product, mlp_up_half;
   std::vector<OpShape> optimizer;  // per pipeline stage
 };
 

@@ -184,6 +184,11 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
                      to_string(plan.dtype)),
          "use --dtype bf16 with --fp8");
   }
+  if (plan.recompute == RecomputeKind::kSelectiveOp && plan.attention != AttentionKind::kFlash) {
+    fail("recompute (--recompute)",
+         "selective-op is torchtitan's policy around its fused attention kernel (SDPA)",
+         "use --attention flash, or --recompute selective");
+  }
   if (plan.recompute_layers < 0 ||
       (plan.recompute_layers > 0 && plan.recompute != RecomputeKind::kFull)) {
     fail("recompute_layers (--recompute-num-layers)",
@@ -316,6 +321,8 @@ const char* to_string(RecomputeKind kind) {
       return "none";
     case RecomputeKind::kSelective:
       return "selective";
+    case RecomputeKind::kSelectiveOp:
+      return "selective-op";
     case RecomputeKind::kFull:
       return "full";
   }

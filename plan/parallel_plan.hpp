@@ -16,7 +16,10 @@
 namespace strata {
 
 enum class ScheduleKind : uint8_t { kGpipe, k1F1B, kInterleaved };
-enum class RecomputeKind : uint8_t { kNone, kSelective, kFull };
+// kSelectiveOp: torchtitan's op-level selective activation checkpointing
+// (activation_checkpoint.mode "selective", selective_ac_option "op"; stored_layer_activation_bytes
+// says what a layer keeps and layer_lowering.cpp what it recomputes).
+enum class RecomputeKind : uint8_t { kNone, kSelective, kFull, kSelectiveOp };
 // How the attention core runs (--attention):
 //  - flash: one fused kernel whose scores stay on chip (FlashAttention; Transformer Engine's
 //    flash and cuDNN fused backends, PyTorch's scaled_dot_product_attention); a layer stores the

@@ -31,6 +31,7 @@ constexpr std::pair<const char*, ScheduleKind> kSchedules[] = {
 constexpr std::pair<const char*, RecomputeKind> kRecomputes[] = {
     {"none", RecomputeKind::kNone},
     {"selective", RecomputeKind::kSelective},
+    {"selective-op", RecomputeKind::kSelectiveOp},
     {"full", RecomputeKind::kFull}};
 constexpr std::pair<const char*, AttentionKind> kAttentions[] = {
     {"flash", AttentionKind::kFlash}, {"unfused", AttentionKind::kUnfused}};

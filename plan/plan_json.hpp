@@ -2,7 +2,7 @@
 // ParallelPlan as JSON (the "plan" object of scenario files and of outputs), and the names of its
 // enum values as the command line and JSON spell them. Stable keys:
 //   {"dp", "tp", "pp", "vpp", "zero_stage", "micro_batch", "global_batch", "seq_len",
-//    "recompute": "none|selective|full", "sequence_parallel": bool,
+//    "recompute": "none|selective|full|selective-op", "sequence_parallel": bool,
 //    "schedule": "gpipe|1f1b|interleaved", "dtype": "bf16|fp16|fp32",
 //    "attention": "flash|unfused", "first_stage_layers", "last_stage_layers",
 //    "framework": "megatron-core|megatron-2022|deepspeed|fsdp2|ddp|horovod" (its preset applies

@@ -118,10 +118,16 @@ Enumeration enumerate_plans(const SearchSpace& space) {
             for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
               if (!framework_runs_zero_stage(space.stack.framework, zero)) continue;
               for (const RecomputeKind recompute :
-                   {RecomputeKind::kNone, RecomputeKind::kSelective, RecomputeKind::kFull}) {
+                   {RecomputeKind::kNone, RecomputeKind::kSelective, RecomputeKind::kFull,
+                    RecomputeKind::kSelectiveOp}) {
                 // Under flash attention selective recompute rebuilds nothing: the plan is none's.
                 if (recompute == RecomputeKind::kSelective &&
                     space.stack.attention == AttentionKind::kFlash)
+                  continue;
+                // Op-level selective checkpointing is torchtitan's (FSDP2 stack, flash only).
+                if (recompute == RecomputeKind::kSelectiveOp &&
+                    (space.stack.framework != Framework::kFsdp2 ||
+                     space.stack.attention != AttentionKind::kFlash))
                   continue;
                 for (const bool sequence_parallel : {false, true}) {
                   if (sequence_parallel && tp == 1) continue;

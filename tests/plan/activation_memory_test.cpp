@@ -125,6 +125,36 @@ TEST_CASE("per-layer activation memory under flash attention is sbh(34) without 
   }
 }
 
+// torchtitan's op-level policy on Llama 3 8B (h 4096, kv 1024, f 14336, 32 heads, GQA, SwiGLU)
+// with s 8192, b 1, no TP: a layer keeps its input, the attention output and the outputs of the
+// saved products Q, V, gate and down (every other one of Q K V O gate up down), e sb(h + h + h +
+// kv + f + h), plus the fp32 log-sum-exp 4 a s b; before its backward it recomputes the norms, K,
+// O, the up product and the activation: matrix FLOPs 2 sb h (kv + h + f) per layer and
+// micro-batch, and nothing more is recomputed in the forward.
+TEST_CASE("selective-op recompute keeps every other product's output and recomputes the rest",
+          "[memory]") {
+  const ModelSpec model = load_model("llama3-8b");
+  ParallelPlan plan = test::make_plan(1, 1, 1, 1, 1, 8192);
+  plan.recompute = RecomputeKind::kSelectiveOp;
+  const CompiledPlan compiled = test::compile_checked(model, plan);
+  REQUIRE(compiled.validation.ok());
+  const double sb = 8192, hh = 4096, kv = 1024, f = 14336, heads = 32;
+  CHECK(static_cast<double>(stored_by_layer_zero(compiled.graph)) ==
+        2 * sb * (4 * hh + kv + f) + 4 * heads * sb);
+  double recomputed_matrix_flops = 0;
+  for (const Task& task : compiled.graph.tasks()) {
+    if (task.kind != TaskKind::kCompute || task.phase != Phase::kRecompute || task.layer != 0)
+      continue;
+    const OpShape& op = compiled.graph.op(task.op);
+    if (op.kind == OpKind::kMatmul) recomputed_matrix_flops += static_cast<double>(op.flops);
+  }
+  CHECK(recomputed_matrix_flops == 2 * sb * hh * (kv + hh + f));
+  // Refused under the unfused attention, which the policy's SDPA-based save list does not fit.
+  plan.attention = AttentionKind::kUnfused;
+  CHECK_THROWS_WITH(validate_plan(plan, model, std::nullopt, "test"),
+                    Catch::Contains("selective-op"));
+}
+
 // Eq. 5: under 1F1B the first stage holds p micro-batches of L/p layers, so its activations are
 // sbhL/t (34 + 5as/h) with TP + SP whatever p is; the interleaved schedule multiplies that by
 // 1 + (p - 1)/(p m) for m model chunks per stage.
