@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/error.hpp"
+#include "plan/framework.hpp"
 #include "sim/simulate.hpp"
 #include "tests/sim/sim_fixtures.hpp"
 
@@ -50,6 +51,21 @@ std::vector<ParallelPlan> small_plans() {
   {
     ParallelPlan p = make_plan(2, 8, 2, 1, 8, 256);  // 32 GPUs: TP fills a node
     p.schedule = ScheduleKind::kGpipe;
+    add(p);
+  }
+  {
+    // DeepSpeed ZeRO-3 with optimizer and parameters offloaded (host copies, a host step) and a
+    // two-layer prefetch window, torchtitan's op-level recompute.
+    ParallelPlan p = apply_framework(make_plan(4, 2, 1, 1, 8, 256), Framework::kDeepSpeed);
+    p.zero_stage = 3;
+    p.offload = {.optimizer = true, .params = true};
+    p.prefetch_layers = 2;
+    p.recompute = RecomputeKind::kSelectiveOp;
+    add(p);
+  }
+  {
+    // Horovod over two nodes: reductions launch at the background thread's wakes.
+    ParallelPlan p = apply_framework(make_plan(16, 1, 1, 1, 16, 256), Framework::kHorovod);
     add(p);
   }
   return plans;
