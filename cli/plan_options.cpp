@@ -124,6 +124,9 @@ void add_stack_flags(CLI::App& command, PlanFlags& flags) {
   command.add_option("--prefetch-layers", flags.prefetch_layers,
                      "ZeRO 3 / FSDP2: layers whose parameter gathers run ahead (default: the "
                      "framework's)");
+  command.add_option("--fused-kernels", flags.fused_kernels,
+                     "Norms, rotary embeddings and SwiGLU as fused kernels (true: Megatron's "
+                     "stacks) or eager PyTorch's kernel chains (false: the other frameworks)");
   command.add_option("--horovod-cycle-time", flags.horovod_cycle_ms,
                      "Horovod: the background thread's cycle in ms (HOROVOD_CYCLE_TIME, 1)");
 }
@@ -205,6 +208,7 @@ void apply_stack_flags(const PlanFlags& flags, ParallelPlan& plan) {
   if (flags.offload_optimizer) plan.offload.optimizer = true;
   if (flags.offload_param) plan.offload.params = true;
   if (flags.prefetch_layers) plan.prefetch_layers = *flags.prefetch_layers;
+  if (flags.fused_kernels) plan.fused_kernels = *flags.fused_kernels;
   if (flags.horovod_cycle_ms) {
     if (!(*flags.horovod_cycle_ms >= 0)) {
       throw InputError(kCommandLine, "--horovod-cycle-time",

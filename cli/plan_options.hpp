@@ -42,6 +42,7 @@ struct PlanFlags {
   bool offload_optimizer = false, offload_param = false;  // ZeRO-Offload to CPU
   std::optional<int64_t> prefetch_layers;                 // ZeRO 3 / FSDP2 prefetch window
   std::optional<double> horovod_cycle_ms;                 // HOROVOD_CYCLE_TIME
+  std::optional<bool> fused_kernels;                      // --fused-kernels true|false
   bool recompute_activations = false;  // Megatron's --recompute-activations (selective)
   bool sequence_parallel = false;
   bool distributed_optimizer = false;  // Megatron's --use-distributed-optimizer (ZeRO 1)

@@ -156,6 +156,49 @@ OpShape norm_op(int64_t rows, int64_t width, Direction direction, DType dtype) {
   return counted_as_executed(op);
 }
 
+// Fused: read and write each value once, a complex multiply (6 FLOPs per pair, 3 per value).
+// Eager (torchtitan's apply_rotary_emb on q and k): to fp32 (e + 4 bytes per value), a complex
+// multiply by the fp32 frequencies (4 + 4 read, 4 written), back to the training dtype (4 + e):
+// 20 + 2e bytes per value and 3 kernels per tensor. The backward runs the same chain (a multiply
+// by the conjugate frequencies).
+OpShape rotary_op(int64_t elements, bool fused, Direction direction, DType dtype) {
+  const int64_t e = bytes_per_element(dtype);
+  OpShape op{OpKind::kElementwise, direction, dtype, {elements, 3, 0, 0}, 0, 0, 0};
+  op.flops = 3 * elements;
+  op.bytes = elements * (fused ? 2 * e : 20 + 2 * e);
+  op.kernels = fused ? 1 : 6;
+  return counted_as_executed(op);
+}
+
+// torchtitan's RMSNorm forward: x.float() (e + 4 bytes per value), pow (4 + 4), mean (4),
+// x * rsqrt (4 + 4 read and written), type_as (4 + e), * weight (e + e): 28 + 4e bytes per value
+// in 6 kernels (the rsqrt of the per-row means is negligible). Autograd's backward runs each
+// kernel's gradient, reading its saved inputs and the incoming gradient: twice the forward's
+// traffic and kernels.
+OpShape eager_rms_norm_op(int64_t rows, int64_t width, Direction direction, DType dtype) {
+  const int64_t e = bytes_per_element(dtype);
+  const int64_t elements = rows * width;
+  const int64_t factor = backward_factor(direction);
+  OpShape op{OpKind::kNorm, direction, dtype, {rows, width, 0, 0}, 0, 0, 0};
+  op.flops = 8 * elements * factor;
+  op.bytes = (28 + 4 * e) * elements * factor;
+  op.kernels = 6 * factor;
+  return counted_as_executed(op);
+}
+
+// Eager silu(gate) * up over `elements` values of each: silu reads and writes (2e), the product
+// reads two and writes one (3e); the backward: silu's gradient (3e) and the product's (read the
+// gradient and both inputs, write two: 5e), in 3 kernels. Fused: one kernel, 3e each way.
+OpShape eager_swiglu_op(int64_t elements, Direction direction, DType dtype) {
+  const int64_t e = bytes_per_element(dtype);
+  const bool forward = direction == Direction::kForward;
+  OpShape op{OpKind::kElementwise, direction, dtype, {elements, 6, 0, 0}, 0, 0, 0};
+  op.flops = 6 * elements * backward_factor(direction);
+  op.bytes = elements * (forward ? 5 * e : 8 * e);
+  op.kernels = forward ? 2 : 3;
+  return counted_as_executed(op);
+}
+
 // `tensors_touched` tensors of `elements` each are read or written (a residual add: 3).
 OpShape elementwise_op(int64_t elements, int64_t flops_per_element, int64_t tensors_touched,
                        Direction direction, DType dtype) {

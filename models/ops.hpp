@@ -56,6 +56,9 @@ struct OpShape {
   // without sequence parallelism, the vocabulary-parallel embedding's lookup): the step's model
   // FLOPs count it once per TP group, though each rank spends the time.
   bool tp_replicated = false;
+  // Kernels the op launches: eager PyTorch runs some ops (an RMSNorm, rotary embeddings) as a
+  // chain of elementwise kernels, each paying a launch and its own pass through memory.
+  int64_t kernels = 1;
 
   bool operator==(const OpShape&) const = default;
 };
@@ -75,6 +78,14 @@ OpShape elementwise_op(int64_t elements, int64_t flops_per_element, int64_t tens
                        Direction direction, DType dtype);
 OpShape embedding_op(int64_t tokens, int64_t width, int64_t vocab_rows, Direction direction,
                      DType dtype);
+// Rotary position embedding on `elements` query and key values: one fused kernel (Transformer
+// Engine's, Megatron-Core's) or eager PyTorch's chain (torchtitan's apply_rotary_emb).
+OpShape rotary_op(int64_t elements, bool fused, Direction direction, DType dtype);
+// RMSNorm as eager PyTorch runs it (torchtitan's and Hugging Face's RMSNorm modules), a chain of
+// kernels; norm_op is the fused kernel.
+OpShape eager_rms_norm_op(int64_t rows, int64_t width, Direction direction, DType dtype);
+// SwiGLU's silu(gate) * up as eager PyTorch runs it: silu, then the product.
+OpShape eager_swiglu_op(int64_t elements, Direction direction, DType dtype);
 OpShape loss_op(int64_t tokens, int64_t vocab_cols, Direction direction);
 OpShape optimizer_op(int64_t parameters, DType dtype);
 OpShape host_dispatch_op(int64_t kernels, int64_t calls, int64_t ns_per_kernel,

@@ -79,6 +79,10 @@ ParallelPlan apply_framework(ParallelPlan plan, Framework framework) {
   plan.precision = Precision{};
   plan.bucket_size = 0;
   plan.cycle_time_ns = 0;
+  // Megatron's stacks run fused kernels (Transformer Engine, Apex); the others run the model's
+  // own PyTorch modules (torchtitan's Llama, Hugging Face models), eager unless compiled.
+  plan.fused_kernels =
+      framework == Framework::kMegatronCore || framework == Framework::kMegatron2022;
   switch (framework) {
     case Framework::kMegatronCore:
       break;

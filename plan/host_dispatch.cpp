@@ -33,7 +33,7 @@ void HostDispatchBlocks::end(RankProgram& program, TaskId block) {
     if (t.rank != program.rank()) continue;
     if (t.kind == TaskKind::kCompute && t.stream != Stream::kHost &&
         t.role != TaskRole::kHostDispatch) {
-      ++counts[0];
+      counts[0] += graph_.op(t.op).kernels;
     }
     if (t.kind == TaskKind::kCollective || t.kind == TaskKind::kP2p || t.kind == TaskKind::kCopy)
       ++counts[1];

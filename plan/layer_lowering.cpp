@@ -100,6 +100,7 @@ TaskId layer_forward_ops(const LoweringContext& ctx, RankState& state, TaskId in
   const TaskId norm1 = p.compute(TaskRole::kNorm1, op.norm.forward, {input, params});
   tp_gemm(ctx, state, {TaskRole::kQkv, op.qkv, op.qkv_chunk, fwd, true, false, -1, column_in},
           norm1);
+  if (op.rotary.forward >= 0) p.compute(TaskRole::kRotary, op.rotary.forward);
   p.compute(TaskRole::kAttention, op.attention.forward);
   const TaskId attn_reduced = tp_gemm(ctx, state,
                                       {TaskRole::kAttnOut, op.attn_out, op.attn_out_chunk, fwd,
@@ -119,7 +120,7 @@ TaskId layer_forward_ops(const LoweringContext& ctx, RankState& state, TaskId in
 
 // torchtitan's selective-op recompute before the block's backward: from its input, the norms, the
 // products whose outputs the policy did not save (K, O and SwiGLU's up, or a GELU MLP's down),
-// the residual add and the activation, in forward order; no TP communication (the policy saves
+// the rotary embedding, the residual add and the activation, in forward order; no TP communication (the policy saves
 // reduce-scatter outputs).
 void recompute_unsaved_ops(const LoweringContext& ctx, RankState& state, TaskId params) {
   RankProgram& p = state.program;
@@ -131,6 +132,7 @@ void recompute_unsaved_ops(const LoweringContext& ctx, RankState& state, TaskId 
     if (!op_selective_saves(static_cast<size_t>(at))) p.compute(role, forward_op);
   };
   recompute(BlockProduct::kK, TaskRole::kQkv, op.k_product);
+  if (op.rotary.forward >= 0) p.compute(TaskRole::kRotary, op.rotary.forward);
   recompute(BlockProduct::kO, TaskRole::kAttnOut, op.attn_out.forward);
   p.compute(TaskRole::kAttnResidual, op.residual.forward);
   p.compute(TaskRole::kNorm2, op.norm.forward);
@@ -219,10 +221,11 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
     p.compute(TaskRole::kAttention, op.attention.forward);
     p.set_phase(Phase::kBackward);
   }
-  const TaskId attention = p.compute(TaskRole::kAttention, op.attention.backward);
+  TaskId attention = p.compute(TaskRole::kAttention, op.attention.backward);
   if (rebuild_scores) {
     p.release(Stream::kCompute, BufferClass::kAttentionScores, ctx.scores_bytes);
   }
+  if (op.rotary.backward >= 0) attention = p.compute(TaskRole::kRotary, op.rotary.backward);
   const TaskId qkv_reduced =
       tp_gemm(ctx, state,
               {TaskRole::kQkv, op.qkv, op.qkv_chunk, bwd, true, true, op.fp8_grad_qkv, column_in},

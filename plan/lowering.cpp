@@ -43,6 +43,7 @@ OpTable build_op_table(const ModelSpec& model, const ParallelPlan& plan, TaskGra
     ops.fp8_grad_mlp_down = graph.add_op(shapes.fp8_grad_mlp_down);
     if (!plan.fp8_param_gather) ops.fp8_weight_cast = graph.add_op(shapes.fp8_weight_cast);
   }
+  if (model.position == PositionKind::kRotary) ops.rotary = intern(graph, shapes.rotary);
   if (plan.recompute == RecomputeKind::kSelectiveOp) {
     ops.k_product = graph.add_op(shapes.k_product);
     ops.mlp_up_half = graph.add_op(shapes.mlp_up_half);

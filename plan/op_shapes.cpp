@@ -43,8 +43,16 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   const int64_t act_tensors = swiglu ? 3 : 2;
   const int64_t residual_tensors = m.dropout ? 4 : 3;
 
+  // Eager PyTorch modules run an RMSNorm and SwiGLU as chains of kernels; PyTorch's LayerNorm is
+  // one kernel either way.
+  const bool fused = runs_fused_kernels(plan);
+  const auto norm = [&](Direction direction) {
+    return fused || m.norm != NormKind::kRmsNorm ? norm_op(rows, h, direction, dt)
+                                                 : eager_rms_norm_op(rows, h, direction, dt);
+  };
+
   PlanOpShapes ops;
-  ops.norm = pair(norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt), replicated);
+  ops.norm = pair(norm(fwd), norm(bwd), replicated);
   const int64_t qkv_cols = (h + 2 * m.kv_hidden()) / t;
   ops.qkv = pair(matmul_op(sb, qkv_cols, h, fwd, gemm), matmul_op(sb, qkv_cols, h, bwd, gemm));
   const auto attention =
@@ -57,8 +65,15 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
                       elementwise_op(rows * h, 2, residual_tensors, bwd, dt), replicated);
   const int64_t up_cols = (swiglu ? 2 : 1) * f;
   ops.mlp_up = pair(matmul_op(sb, up_cols, h, fwd, gemm), matmul_op(sb, up_cols, h, bwd, gemm));
-  ops.mlp_act = pair(elementwise_op(sb * f, act_flops, act_tensors, fwd, dt),
-                     elementwise_op(sb * f, act_flops, act_tensors, bwd, dt));
+  ops.mlp_act = swiglu && !fused
+                    ? pair(eager_swiglu_op(sb * f, fwd, dt), eager_swiglu_op(sb * f, bwd, dt))
+                    : pair(elementwise_op(sb * f, act_flops, act_tensors, fwd, dt),
+                           elementwise_op(sb * f, act_flops, act_tensors, bwd, dt));
+  if (m.position == PositionKind::kRotary) {
+    const int64_t rotated = sb * (h + m.kv_hidden()) / t;  // the rank's query and key values
+    ops.rotary =
+        pair(rotary_op(rotated, fused, fwd, dt), rotary_op(rotated, fused, bwd, dt));
+  }
   ops.mlp_down = pair(matmul_op(sb, h, f, fwd, gemm), matmul_op(sb, h, f, bwd, gemm));
   ops.k_product = matmul_op(sb, m.kv_hidden() / t, h, fwd, gemm);
   ops.mlp_up_half = matmul_op(sb, f, h, fwd, gemm);
@@ -83,7 +98,7 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   ops.fp8_grad_mlp_down = grad_casts(f, h);
   ops.fp8_weight_cast = fp8_cast(shard_sizes(m, plan).layer_gemm_weights, 4, fwd);
   ops.embedding = pair(embedding_op(sb, h, v, fwd, dt), embedding_op(sb, h, v, bwd, dt), t > 1);
-  ops.final_norm = pair(norm_op(rows, h, fwd, dt), norm_op(rows, h, bwd, dt), replicated);
+  ops.final_norm = pair(norm(fwd), norm(bwd), replicated);
   ops.lm_head = pair(matmul_op(sb, v, h, fwd, dt), matmul_op(sb, v, h, bwd, dt));
   ops.loss = pair(loss_op(sb, v, fwd), loss_op(sb, v, bwd));
   const int64_t shards = plan.zero_stage >= 1 ? plan.dp : 1;

@@ -20,6 +20,7 @@ struct OpShapePair {
 
 struct PlanOpShapes {
   OpShapePair norm, qkv, attention, attn_out, residual, mlp_up, mlp_act, mlp_down;  // a layer
+  OpShapePair rotary;  // rotary position models only: on the query and key values
   // --tp-comm-overlap: the four TP-sharded products split into tp chunks of s b / t rows each.
   OpShapePair qkv_chunk, attn_out_chunk, mlp_up_chunk, mlp_down_chunk;
   OpShapePair embedding, final_norm, lm_head, loss;  // first stage, last stage

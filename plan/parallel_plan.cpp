@@ -239,6 +239,11 @@ bool recomputes_attention_scores(const ParallelPlan& plan) {
   return plan.recompute == RecomputeKind::kSelective && plan.attention == AttentionKind::kUnfused;
 }
 
+bool runs_fused_kernels(const ParallelPlan& plan) {
+  return plan.fused_kernels || plan.host_dispatch == HostDispatch::kCompiled ||
+         plan.host_dispatch == HostDispatch::kNative;
+}
+
 bool recomputes_layer(const ParallelPlan& plan, int64_t index_in_chunk) {
   return plan.recompute == RecomputeKind::kFull &&
          (plan.recompute_layers == 0 || index_in_chunk < plan.recompute_layers);

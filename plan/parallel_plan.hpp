@@ -117,6 +117,11 @@ struct ParallelPlan {
   // default, max(40M, 1M x dp) with --overlap-grad-reduce and the whole stage without.
   int64_t bucket_size = 0;
   HostDispatch host_dispatch = HostDispatch::kEager;
+  // Whether the model's norms, rotary embeddings and SwiGLU run as fused kernels (Megatron's and
+  // Transformer Engine's, Apex's) or as eager PyTorch modules' chains of elementwise kernels
+  // (torchtitan's and Hugging Face's models); torch.compile and native programs fuse them
+  // whatever this says (runs_fused_kernels).
+  bool fused_kernels = true;
   Fp8Format fp8 = Fp8Format::kNone;
   // --fp8-param-gather (Megatron) / FSDP2's float8 all-gather: the layers' GEMM weights are kept
   // and all-gathered in FP8 instead of 16-bit with an FP8 copy beside them.
@@ -171,6 +176,10 @@ ChunkLayers chunk_layers(const ParallelPlan& plan, const ModelSpec& model, int64
 // unfused attention stores; under flash attention there is nothing left to recompute, and
 // Megatron-LM then recomputes nothing extra.
 bool recomputes_attention_scores(const ParallelPlan& plan);
+
+// Whether the elementwise work runs fused: plan.fused_kernels, or a torch.compile'd or native
+// program, which fuses it.
+bool runs_fused_kernels(const ParallelPlan& plan);
 
 // Whether the layer at `index_in_chunk` (0 = the chunk's first) recomputes its forward in full.
 bool recomputes_layer(const ParallelPlan& plan, int64_t index_in_chunk);

@@ -78,7 +78,8 @@ constexpr std::string_view kPlanKeys[] = {"dp",
                                           "offload_optimizer",
                                           "offload_param",
                                           "prefetch_layers",
-                                          "horovod_cycle_time_ms"};
+                                          "horovod_cycle_time_ms",
+                                          "fused_kernels"};
 
 }  // namespace
 
@@ -171,6 +172,7 @@ ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan,
     plan.host_dispatch = parse_host_dispatch(fields.string("host_dispatch"), fields.where(),
                                              fields.field_name("host_dispatch"));
   }
+  plan.fused_kernels = fields.boolean("fused_kernels", plan.fused_kernels);
   plan.offload.optimizer = fields.boolean("offload_optimizer", plan.offload.optimizer);
   plan.offload.params = fields.boolean("offload_param", plan.offload.params);
   if (fields.has("prefetch_layers"))
@@ -211,6 +213,7 @@ nlohmann::json plan_to_json(const ParallelPlan& plan) {
   out["fp8_param_gather"] = plan.fp8_param_gather;
   if (plan.recompute_layers > 0) out["recompute_layers"] = plan.recompute_layers;
   out["host_dispatch"] = to_string(plan.host_dispatch);
+  if (!plan.fused_kernels) out["fused_kernels"] = false;
   if (plan.first_stage_layers > 0) out["first_stage_layers"] = plan.first_stage_layers;
   if (plan.last_stage_layers > 0) out["last_stage_layers"] = plan.last_stage_layers;
   if (plan.offload.optimizer) out["offload_optimizer"] = true;

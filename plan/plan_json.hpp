@@ -12,7 +12,8 @@
 //    "fp8": "none|hybrid|e4m3", "fp8_param_gather" (bool), "recompute_layers",
 //    "host_dispatch": "eager|compiled|cuda-graphs|native|none", "offload_optimizer",
 //    "offload_param" (bool, written only when true), "prefetch_layers" (ZeRO 3; written only
-//    when set), "horovod_cycle_time_ms" (HOROVOD_CYCLE_TIME; written when > 0)}
+//    when set), "horovod_cycle_time_ms" (HOROVOD_CYCLE_TIME; written when > 0), "fused_kernels"
+//    (bool; written when false)}
 
 #include <optional>
 #include <string>

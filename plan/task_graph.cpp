@@ -206,6 +206,8 @@ const char* to_string(TaskRole role) {
       return "mlp_down";
     case TaskRole::kMlpResidual:
       return "mlp_residual";
+    case TaskRole::kRotary:
+      return "rotary";
     case TaskRole::kEmbedding:
       return "embedding";
     case TaskRole::kFinalNorm:

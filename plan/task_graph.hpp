@@ -88,6 +88,7 @@ enum class TaskRole : uint8_t {
   kMlpAct,
   kMlpDown,
   kMlpResidual,  // transformer layer
+  kRotary,       // rotary position embedding of the queries and keys (rotary models)
   kEmbedding,
   kFinalNorm,
   kLmHead,

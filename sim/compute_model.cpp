@@ -50,7 +50,8 @@ TimeNs compute_time_ns(const DeviceSpec& device, const DeviceEfficiency& efficie
     seconds = std::max(seconds, memory_s);
   }
   const int64_t launch_ns = efficiency.launch_overhead_ns.value_or(device.launch_overhead_ns);
-  return static_cast<TimeNs>(std::ceil(seconds * static_cast<double>(kNsPerSecond))) + launch_ns;
+  return static_cast<TimeNs>(std::ceil(seconds * static_cast<double>(kNsPerSecond))) +
+         launch_ns * op.kernels;
 }
 
 TimeNs host_compute_time_ns(const DeviceSpec& device, const OpShape& op) {

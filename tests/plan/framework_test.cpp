@@ -4,7 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include "common/json_input.hpp"
+#include "models/model_reader.hpp"
 #include "plan/framework.hpp"
+#include "plan/op_shapes.hpp"
 #include "plan/plan_json.hpp"
 
 namespace strata {
@@ -73,6 +75,50 @@ TEST_CASE("plan JSON round trip keeps the framework fields", "[plan][framework]"
   CHECK(back.overlap == plan.overlap);
   CHECK(back.precision == plan.precision);
   CHECK(back.bucket_size == plan.bucket_size);
+}
+
+// Kernel fusion: Megatron's stacks run a fused RMSNorm, SwiGLU and rotary kernel (Transformer
+// Engine); the others run the model's eager PyTorch modules, whose kernel chains
+// models/op_shape.cpp counts: an RMSNorm forward reads and writes 28 + 4e bytes per value in 6
+// kernels (2e in 1 fused), SwiGLU 5e in 2 (3e in 1), rotary 20 + 2e in 6 (2e in 1), e = 2 in
+// bf16. torch.compile fuses them whatever the stack.
+TEST_CASE("eager stacks run the norms, SwiGLU and rotary embedding as kernel chains",
+          "[plan][framework]") {
+  const ModelSpec llama = load_model("llama3-8b");
+  ParallelPlan plan;
+  plan.seq_len = 1024;
+  const int64_t tokens = 1024;
+  const int64_t h = llama.hidden, f = llama.ffn_hidden, qk = llama.hidden + llama.kv_hidden();
+  CHECK(apply_framework({}, Framework::kMegatronCore).fused_kernels);
+  CHECK(apply_framework({}, Framework::kMegatron2022).fused_kernels);
+  for (const Framework eager : {Framework::kDeepSpeed, Framework::kFsdp2, Framework::kDdp,
+                                Framework::kHorovod}) {
+    CHECK_FALSE(apply_framework({}, eager).fused_kernels);
+  }
+  const PlanOpShapes fused = plan_op_shapes(llama, plan);
+  CHECK(fused.norm.forward.bytes == 4 * tokens * h);
+  CHECK(fused.norm.forward.kernels == 1);
+  CHECK(fused.mlp_act.forward.bytes == 6 * tokens * f);
+  CHECK(fused.rotary.forward.bytes == 4 * tokens * qk);
+  CHECK(fused.rotary.forward.kernels == 1);
+
+  plan = apply_framework(plan, Framework::kFsdp2);
+  const PlanOpShapes eager = plan_op_shapes(llama, plan);
+  CHECK(eager.norm.forward.bytes == 36 * tokens * h);
+  CHECK(eager.norm.forward.kernels == 6);
+  CHECK(eager.norm.backward.kernels == 12);
+  CHECK(eager.mlp_act.forward.bytes == 10 * tokens * f);
+  CHECK(eager.mlp_act.forward.kernels == 2);
+  CHECK(eager.rotary.forward.bytes == 24 * tokens * qk);
+  CHECK(eager.rotary.forward.kernels == 6);
+
+  plan.host_dispatch = HostDispatch::kCompiled;
+  CHECK(plan_op_shapes(llama, plan).norm.forward == fused.norm.forward);
+  // A learned-position model has no rotary op; a LayerNorm model's norm is one kernel eager too.
+  const ModelSpec gpt2 = load_model("gpt2-124m");
+  plan.host_dispatch = HostDispatch::kEager;
+  CHECK(plan_op_shapes(gpt2, plan).rotary.forward.bytes == 0);
+  CHECK(plan_op_shapes(gpt2, plan).norm.forward.kernels == 1);
 }
 
 }  // namespace
