@@ -154,7 +154,8 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
                      "Sequences per step over all DP replicas");
   command.add_option("--seq-len,--seq-length", flags.seq_len, "Sequence length in tokens");
   command.add_option("--recompute,--recompute-granularity", flags.recompute,
-                     "Activation recompute: none, selective, full, selective-op (torchtitan's op-level)");
+                     "Activation recompute: none, selective, full, selective-op (torchtitan's "
+                     "op-level policy)");
   command.add_flag("--recompute-activations", flags.recompute_activations,
                    "Megatron-LM: selective recompute");
   command.add_flag("--sequence-parallel", flags.sequence_parallel,
@@ -211,10 +212,10 @@ void apply_stack_flags(const PlanFlags& flags, ParallelPlan& plan) {
   if (flags.fused_kernels) plan.fused_kernels = *flags.fused_kernels;
   if (flags.horovod_cycle_ms) {
     if (!(*flags.horovod_cycle_ms >= 0)) {
-      throw InputError(kCommandLine, "--horovod-cycle-time",
-                       fmt::format("must be 0 or more milliseconds, found {}",
-                                   *flags.horovod_cycle_ms),
-                       "give Horovod's cycle in ms, e.g. 1");
+      throw InputError(
+          kCommandLine, "--horovod-cycle-time",
+          fmt::format("must be 0 or more milliseconds, found {}", *flags.horovod_cycle_ms),
+          "give Horovod's cycle in ms, e.g. 1");
     }
     plan.cycle_time_ns = std::llround(*flags.horovod_cycle_ms * 1e6);
   }
@@ -236,10 +237,10 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
   if (!flags.deepspeed_config.empty()) {
     deepspeed = read_deepspeed_config(flags.deepspeed_config);
     if (framework && *framework != Framework::kDeepSpeed) {
-      throw InputError(kCommandLine, "--framework",
-                       fmt::format("{} with --deepspeed-config, which DeepSpeed runs",
-                                   *flags.framework),
-                       "drop --framework (the config implies deepspeed) or the config");
+      throw InputError(
+          kCommandLine, "--framework",
+          fmt::format("{} with --deepspeed-config, which DeepSpeed runs", *flags.framework),
+          "drop --framework (the config implies deepspeed) or the config");
     }
     framework = Framework::kDeepSpeed;
   }
@@ -268,10 +269,10 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
   set(flags.tp, plan.tp);
   if (deepspeed && deepspeed->autotp_size) {
     if (flags.tp && *flags.tp != *deepspeed->autotp_size) {
-      throw InputError(flags.deepspeed_config, "tensor_parallel.autotp_size",
-                       fmt::format("the file says {} but --tp says {}", *deepspeed->autotp_size,
-                                   *flags.tp),
-                       "make them agree");
+      throw InputError(
+          flags.deepspeed_config, "tensor_parallel.autotp_size",
+          fmt::format("the file says {} but --tp says {}", *deepspeed->autotp_size, *flags.tp),
+          "make them agree");
     }
     plan.tp = *deepspeed->autotp_size;
   }
@@ -351,6 +352,10 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
         fmt::format("{} GPUs exceed cluster {}'s {} nodes x {} GPUs", plan.gpus(),
                     inputs.cluster.name, inputs.cluster.max_nodes, inputs.cluster.gpus_per_node),
         fmt::format("use at most {} GPUs or a larger cluster", max_gpus));
+  }
+  if (deepspeed && !deepspeed->unmodeled.empty()) {
+    fmt::print(stderr, "strata: note: {}: read, without effect on the prediction: {}\n",
+               flags.deepspeed_config, fmt::join(deepspeed->unmodeled, "; "));
   }
   return inputs;
 }

@@ -53,7 +53,8 @@ struct PlanFlags {
 
 void add_plan_flags(CLI::App& command, PlanFlags& flags);
 // The flags of the software stack alone (framework, attention, overlaps, buckets, gradient dtype,
-// FP8, host dispatch, offload, ZeRO-3 prefetch), which `strata search` takes as given for every plan it enumerates.
+// FP8, host dispatch, offload, ZeRO-3 prefetch), which `strata search` takes as given for every
+// plan it enumerates.
 void add_stack_flags(CLI::App& command, PlanFlags& flags);
 // Sets the stack fields the flags give (--framework's preset is applied before, by the caller).
 void apply_stack_flags(const PlanFlags& flags, ParallelPlan& plan);

@@ -49,20 +49,21 @@ std::string stack_line(const ParallelPlan& p) {
                                                    {"p2p", p.overlap.p2p}};
   for (const auto& [name, on] : overlaps) (on ? overlapped : waited).push_back(name);
   const int64_t bucket = gradient_bucket_parameters(p);
-  const std::string buckets =
-      bucket == std::numeric_limits<int64_t>::max() ? "one gradient bucket per stage"
-      : bucket == 1 ? "a gradient bucket per block"
-                    : fmt::format("gradient buckets of {:.3g} M parameters",
-                                  static_cast<double>(bucket) / 1e6);
+  const std::string buckets = bucket == std::numeric_limits<int64_t>::max()
+                                  ? "one gradient bucket per stage"
+                              : bucket == 1 ? "a gradient bucket per block"
+                                            : fmt::format("gradient buckets of {:.3g} M parameters",
+                                                          static_cast<double>(bucket) / 1e6);
   std::string extras;
   if (p.zero_stage == 3 && p.prefetch_layers >= 0) {
     extras += fmt::format("; parameter gathers {} layer(s) ahead", p.prefetch_layers);
   }
   if (p.offload.optimizer || p.offload.params) {
     extras += fmt::format("; offloaded to host memory: {}",
-                          p.offload.optimizer && p.offload.params ? "optimizer (step on the host), parameters"
-                          : p.offload.optimizer                   ? "optimizer (step on the host)"
-                                                                  : "parameters");
+                          p.offload.optimizer && p.offload.params
+                              ? "optimizer (step on the host), parameters"
+                          : p.offload.optimizer ? "optimizer (step on the host)"
+                                                : "parameters");
   }
   const StateBytesPerParameter states = state_bytes_per_parameter(p.dtype, p.precision);
   const std::string fp8 = p.fp8 == Fp8Format::kNone
@@ -113,8 +114,7 @@ std::string plan_summary(const CompiledPlan& c) {
       "graph    {} ({} ranks): {} tasks = {} compute, {} collective, {} p2p, {} memory{}; "
       "{}",
       to_string(c.graph.mode()), c.graph.ranks().size(), c.graph.size(), kinds[0], kinds[1],
-      kinds[2], kinds[3],
-      kinds[4] > 0 ? fmt::format(", {} host copies", kinds[4]) : std::string(),
+      kinds[2], kinds[3], kinds[4] > 0 ? fmt::format(", {} host copies", kinds[4]) : std::string(),
       c.validation.ok() ? "valid (acyclic, p2p matched, collectives complete, memory >= 0)"
                         : "INVALID"));
   add("");
@@ -138,11 +138,11 @@ std::string plan_summary(const CompiledPlan& c) {
   const MemoryPlan& mem = c.memory;
   if (mem.host_bytes > 0) {
     const int64_t host = c.cluster.device.host_memory_bytes;
-    add(fmt::format("host     offload keeps {} GB per GPU in host memory{}", gb(mem.host_bytes),
-                    host > 0 ? fmt::format(" ({} GB per GPU in {}'s usual server{})", gb(host),
-                                           c.cluster.device.name,
-                                           mem.host_bytes > host ? ": DOES NOT FIT" : "")
-                             : std::string()));
+    add(fmt::format(
+        "host     offload keeps {} GB per GPU in host memory{}", gb(mem.host_bytes),
+        host > 0 ? fmt::format(" ({} GB per GPU in {}'s usual server{})", gb(host),
+                               c.cluster.device.name, mem.host_bytes > host ? ": DOES NOT FIT" : "")
+                 : std::string()));
   }
   if (mem.fits) {
     add(fmt::format("peak     {} GB of {} GB: fits, {} GB headroom", gb(mem.peak_bytes),

@@ -51,7 +51,7 @@ LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& p
 
 std::vector<BlockProduct> block_products(const ModelSpec& model) {
   if (model.mlp == MlpKind::kSwiGlu) {
-    return {BlockProduct::kQ, BlockProduct::kK,    BlockProduct::kV,   BlockProduct::kO,
+    return {BlockProduct::kQ,    BlockProduct::kK,  BlockProduct::kV,   BlockProduct::kO,
             BlockProduct::kGate, BlockProduct::kUp, BlockProduct::kDown};
   }
   return {BlockProduct::kQ, BlockProduct::kK,  BlockProduct::kV,

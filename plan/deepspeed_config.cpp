@@ -22,8 +22,8 @@ struct Unmodeled {
 };
 
 constexpr Unmodeled kTopLevelUnmodeled[] = {
-    {"optimizer", "Adam-family states (m and v) are what the memory and step model count; the "
-                  "type is checked"},
+    {"optimizer",
+     "Adam-family states (m and v) are what the memory and step model count; the type is checked"},
     {"scheduler", "the learning-rate schedule changes no work"},
     {"gradient_clipping", "the global gradient norm is always computed"},
     {"steps_per_print", "logging"},
@@ -41,20 +41,23 @@ constexpr Unmodeled kTopLevelUnmodeled[] = {
     {"gradient_predivide_factor", "a scaling of the same gradients"},
     {"zero_allow_untested_optimizer", "a safety switch"},
     {"zero_force_ds_cpu_optimizer", "which CPU Adam implementation runs the offloaded step"},
-    {"activation_checkpointing", "what is recomputed is the plan's --recompute; the keys that "
-                                 "move activations elsewhere are checked"},
+    {"activation_checkpointing",
+     "what is recomputed is the plan's --recompute; the keys that move activations elsewhere are "
+     "checked"},
 };
 
 constexpr Unmodeled kZeroUnmodeled[] = {
     {"contiguous_gradients", "fragmentation: the memory model counts bytes"},
-    {"allgather_bucket_size", "ZeRO 1/2 all-gather the same bytes after the step; the simulator "
-                              "gathers them per gradient bucket"},
+    {"allgather_bucket_size",
+     "ZeRO 1/2 all-gather the same bytes after the step; the simulator gathers them per gradient "
+     "bucket"},
     {"round_robin_gradients", "the order of offloaded gradient copies, not their bytes"},
     {"sub_group_size", "the offloaded step runs over the whole shard at the host's rate"},
-    {"stage3_param_persistence_threshold", "parameters below it (norms, biases) are a small part "
-                                           "of each layer's gather"},
-    {"stage3_max_reuse_distance", "parameters reused at the forward/backward turn: the "
-                                  "simulator gathers each layer for each pass"},
+    {"stage3_param_persistence_threshold",
+     "parameters below it (norms, biases) are a small part of each layer's gather"},
+    {"stage3_max_reuse_distance",
+     "parameters reused at the forward/backward turn: the simulator gathers each layer for each "
+     "pass"},
     {"stage3_gather_16bit_weights_on_model_save", "checkpoint saving"},
     {"stage3_gather_fp16_weights_on_model_save", "checkpoint saving"},
     {"gather_16bit_weights_on_model_save", "checkpoint saving"},
@@ -63,6 +66,7 @@ constexpr Unmodeled kZeroUnmodeled[] = {
     {"elastic_checkpoint", "checkpoint loading"},
     {"memory_efficient_linear", "the linear layers' saved tensors are counted as Megatron's"},
     {"log_trace_cache_warnings", "logging"},
+    {"cpu_offload_use_pin_memory", "the deprecated cpu_offload's pinned buffers"},
 };
 
 constexpr Unmodeled kOffloadUnmodeled[] = {
@@ -82,6 +86,18 @@ std::vector<std::string_view> known_keys(std::initializer_list<std::string_view>
   std::vector<std::string_view> keys(modeled);
   for (const Unmodeled& key : unmodeled) keys.push_back(key.key);
   return keys;
+}
+
+// Refuses keys in neither list; notes each unmodeled key the object has, with why.
+template <size_t N>
+void check_keys(const JsonFields& fields, std::initializer_list<std::string_view> modeled,
+                const Unmodeled (&unmodeled)[N], DeepSpeedConfig& config) {
+  fields.refuse_unknown(known_keys(modeled, unmodeled));
+  for (const Unmodeled& key : unmodeled) {
+    if (fields.has(key.key)) {
+      config.unmodeled.push_back(fmt::format("{} ({})", fields.field_name(key.key), key.why));
+    }
+  }
 }
 
 bool is_auto(const JsonFields& fields, const char* key) {
@@ -127,13 +143,11 @@ void refuse_unless(const JsonFields& fields, const char* key, bool is_default,
 }
 
 // offload_optimizer / offload_param: "cpu" offloads, "none" does not; NVMe is refused.
-bool offloads(const JsonFields& zero, const char* section, std::initializer_list<std::string_view>
-                                                              extra_keys) {
+bool offloads(const JsonFields& zero, const char* section,
+              std::initializer_list<std::string_view> modeled, DeepSpeedConfig& config) {
   if (!zero.has(section)) return false;
   const JsonFields offload = zero.object(section);
-  std::vector<std::string_view> keys = known_keys({"device"}, kOffloadUnmodeled);
-  keys.insert(keys.end(), extra_keys);
-  offload.refuse_unknown(keys);
+  check_keys(offload, modeled, kOffloadUnmodeled, config);
   if (!offload.has("device")) return false;
   const std::string device = offload.choice("device", {"cpu", "none", "nvme"});
   if (device == "nvme") {
@@ -144,13 +158,13 @@ bool offloads(const JsonFields& zero, const char* section, std::initializer_list
 }
 
 void read_zero(const JsonFields& zero, DeepSpeedConfig& config) {
-  zero.refuse_unknown(known_keys(
-      {"stage", "overlap_comm", "reduce_bucket_size", "stage3_prefetch_bucket_size",
-       "stage3_max_live_parameters", "offload_optimizer", "offload_param", "reduce_scatter",
-       "allgather_partitions", "fp16_master_weights_and_gradients", "cpu_offload",
-       "cpu_offload_params", "cpu_offload_use_pin_memory", "zero_hpz_partition_size",
-       "zero_quantized_weights", "zero_quantized_gradients", "mics_shard_size"},
-      kZeroUnmodeled));
+  check_keys(zero,
+             {"stage", "overlap_comm", "reduce_bucket_size", "stage3_prefetch_bucket_size",
+              "stage3_max_live_parameters", "offload_optimizer", "offload_param", "reduce_scatter",
+              "allgather_partitions", "fp16_master_weights_and_gradients", "cpu_offload",
+              "cpu_offload_params", "zero_hpz_partition_size", "zero_quantized_weights",
+              "zero_quantized_gradients", "mics_shard_size"},
+             kZeroUnmodeled, config);
   if (is_auto(zero, "stage")) {
     config.zero_stage_auto = true;
   } else if (zero.has("stage")) {
@@ -163,13 +177,13 @@ void read_zero(const JsonFields& zero, DeepSpeedConfig& config) {
     config.max_live_parameters =
         static_cast<int64_t>(zero.positive_number("stage3_max_live_parameters", true));
   // ratio < 1 (ZeRO-Offload++ twin-flow) offloads part of the optimizer.
-  config.offload.optimizer = offloads(zero, "offload_optimizer", {"ratio"});
+  config.offload.optimizer = offloads(zero, "offload_optimizer", {"device", "ratio"}, config);
   if (zero.has("offload_optimizer") && zero.object("offload_optimizer").has("ratio")) {
     const JsonFields offload = zero.object("offload_optimizer");
     refuse_unless(offload, "ratio", offload.positive_number("ratio", true) == 1.0,
                   "offloading part of the optimizer (ratio < 1)");
   }
-  config.offload.params = offloads(zero, "offload_param", {});
+  config.offload.params = offloads(zero, "offload_param", {"device"}, config);
   if (zero.boolean("fp16_master_weights_and_gradients", false)) {
     config.fp32_master_weights = false;
     config.fp32_grads = false;
@@ -182,14 +196,14 @@ void read_zero(const JsonFields& zero, DeepSpeedConfig& config) {
                 "the deprecated cpu_offload (use \"offload_optimizer\": {\"device\": \"cpu\"})");
   refuse_unless(zero, "cpu_offload_params", !zero.boolean("cpu_offload_params", false),
                 "the deprecated cpu_offload_params (use \"offload_param\")");
-  refuse_unless(zero, "zero_hpz_partition_size",
-                !zero.has("zero_hpz_partition_size") ||
-                    zero.positive_int("zero_hpz_partition_size") == 1,
-                "ZeRO++ hierarchical partitioning");
+  refuse_unless(
+      zero, "zero_hpz_partition_size",
+      !zero.has("zero_hpz_partition_size") || zero.positive_int("zero_hpz_partition_size") == 1,
+      "ZeRO++ hierarchical partitioning");
   refuse_unless(zero, "zero_quantized_weights", !zero.boolean("zero_quantized_weights", false),
                 "ZeRO++ quantized weights");
-  refuse_unless(zero, "zero_quantized_gradients",
-                !zero.boolean("zero_quantized_gradients", false), "ZeRO++ quantized gradients");
+  refuse_unless(zero, "zero_quantized_gradients", !zero.boolean("zero_quantized_gradients", false),
+                "ZeRO++ quantized gradients");
   refuse_unless(zero, "mics_shard_size",
                 !zero.has("mics_shard_size") || zero.at("mics_shard_size").get<double>() <= 0,
                 "MiCS sharding");
@@ -199,8 +213,8 @@ void read_precision(const JsonFields& fields, DeepSpeedConfig& config) {
   if (fields.has("bf16")) {
     const JsonFields bf16 = fields.object("bf16");
     bf16.refuse_unknown(std::initializer_list<std::string_view>{
-        "enabled", "immediate_grad_update", "check_grad_overflow",
-        "bf16_master_weights_and_grads", "bf16_optimizer_states"});
+        "enabled", "immediate_grad_update", "check_grad_overflow", "bf16_master_weights_and_grads",
+        "bf16_optimizer_states"});
     if (bf16.boolean("bf16_master_weights_and_grads", false)) {
       config.fp32_master_weights = false;
       config.fp32_grads = false;
@@ -217,8 +231,8 @@ void read_precision(const JsonFields& fields, DeepSpeedConfig& config) {
   }
   if (fields.has("communication_data_type")) {
     // The simulator reduces gradients in the dtype they accumulate in.
-    const bool fp32 = fields.choice("communication_data_type", {"fp32", "bf16", "fp16"}) ==
-                      std::string("fp32");
+    const bool fp32 =
+        fields.choice("communication_data_type", {"fp32", "bf16", "fp16"}) == std::string("fp32");
     if (config.fp32_grads && *config.fp32_grads != fp32) {
       fields.fail("communication_data_type",
                   "differs from data_types.grad_accum_dtype, which the simulator also reduces in",
@@ -242,9 +256,9 @@ void check_optimizer(const JsonFields& fields) {
   if (!fields.has("optimizer")) return;
   const JsonFields optimizer = fields.object("optimizer");
   if (!optimizer.has("type")) return;
-  constexpr std::string_view kAdamFamily[] = {"Adam",     "AdamW",      "FusedAdam", "CPUAdam",
-                                              "DeepSpeedCPUAdam", "OneBitAdam", "ZeroOneAdam",
-                                              "Lamb",     "FusedLamb",  "OneBitLamb"};
+  constexpr std::string_view kAdamFamily[] = {
+      "Adam",       "AdamW",       "FusedAdam", "CPUAdam",   "DeepSpeedCPUAdam",
+      "OneBitAdam", "ZeroOneAdam", "Lamb",      "FusedLamb", "OneBitLamb"};
   const std::string type = optimizer.string("type");
   if (std::find(std::begin(kAdamFamily), std::end(kAdamFamily), type) == std::end(kAdamFamily)) {
     optimizer.fail("type",
@@ -260,13 +274,13 @@ void check_optimizer(const JsonFields& fields) {
 DeepSpeedConfig read_deepspeed_config(const std::string& path) {
   const nlohmann::json json = read_json_file(path);
   const JsonFields fields(json, path);
-  fields.refuse_unknown(known_keys(
-      {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-       "zero_optimization", "bf16", "fp16", "data_types", "communication_data_type",
-       "tensor_parallel", "sparse_gradients", "amp"},
-      kTopLevelUnmodeled));
   DeepSpeedConfig config;
   config.path = path;
+  check_keys(fields,
+             {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+              "zero_optimization", "bf16", "fp16", "data_types", "communication_data_type",
+              "tensor_parallel", "sparse_gradients", "amp"},
+             kTopLevelUnmodeled, config);
   if (fields.has("zero_optimization")) read_zero(fields.object("zero_optimization"), config);
   config.micro_batch = count_or_auto(fields, "train_micro_batch_size_per_gpu");
   config.grad_accum = count_or_auto(fields, "gradient_accumulation_steps");
@@ -326,11 +340,10 @@ void apply_deepspeed_config(const DeepSpeedConfig& config, const ModelSpec& mode
                            : std::max<int64_t>(*config.reduce_bucket_size, 1);
   }
   if (plan.zero_stage == 3 && (config.prefetch_bucket_size || config.max_live_parameters)) {
-    const int64_t prefetch =
-        config.prefetch_bucket_size.value_or(kDeepSpeedPrefetchBucket) ==
-                DeepSpeedConfig::kAutoBucket
-            ? h * h * 9 / 10
-            : config.prefetch_bucket_size.value_or(kDeepSpeedPrefetchBucket);
+    const int64_t prefetch = config.prefetch_bucket_size.value_or(kDeepSpeedPrefetchBucket) ==
+                                     DeepSpeedConfig::kAutoBucket
+                                 ? h * h * 9 / 10
+                                 : config.prefetch_bucket_size.value_or(kDeepSpeedPrefetchBucket);
     plan.prefetch_layers = deepspeed_prefetch_layers(
         prefetch, config.max_live_parameters.value_or(kDeepSpeedMaxLiveParameters),
         shard_sizes(model, plan).layer);

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/model_spec.hpp"
 #include "plan/parallel_plan.hpp"
@@ -49,6 +50,9 @@ struct DeepSpeedConfig {
   std::optional<bool> fp32_grads;
   std::optional<bool> fp32_master_weights;
   std::optional<bool> fp32_optimizer_states;
+  // The keys read that do not change the prediction, each with why ("gradient_clipping (the
+  // global gradient norm is always computed)"), for the command to say so.
+  std::vector<std::string> unmodeled;
 
   static constexpr int64_t kAutoBucket = -1;
 };

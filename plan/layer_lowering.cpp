@@ -120,8 +120,8 @@ TaskId layer_forward_ops(const LoweringContext& ctx, RankState& state, TaskId in
 
 // torchtitan's selective-op recompute before the block's backward: from its input, the norms, the
 // products whose outputs the policy did not save (K, O and SwiGLU's up, or a GELU MLP's down),
-// the rotary embedding, the residual add and the activation, in forward order; no TP communication (the policy saves
-// reduce-scatter outputs).
+// the rotary embedding, the residual add and the activation, in forward order; no TP communication
+// (the policy saves reduce-scatter outputs).
 void recompute_unsaved_ops(const LoweringContext& ctx, RankState& state, TaskId params) {
   RankProgram& p = state.program;
   const OpTable& op = ctx.ops;

@@ -21,13 +21,13 @@ struct OpPair {
 
 struct OpTable {
   OpPair norm, qkv, attention, attn_out, residual, mlp_up, mlp_act, mlp_down;  // a layer
-  OpPair rotary;  // rotary position models only
+  OpPair rotary;                                                   // rotary position models only
   OpPair qkv_chunk, attn_out_chunk, mlp_up_chunk, mlp_down_chunk;  // --tp-comm-overlap only
   // FP8 only: forward input casts, backward gradient casts (PlanOpShapes), the weight cast.
   int32_t fp8_cast_attn_out_in = -1, fp8_cast_mlp_down_in = -1;
   int32_t fp8_grad_qkv = -1, fp8_grad_attn_out = -1, fp8_grad_mlp_up = -1, fp8_grad_mlp_down = -1;
   int32_t fp8_weight_cast = -1;
-  int32_t k_product = -1, mlp_up_half = -1;  // selective-op recompute only
+  int32_t k_product = -1, mlp_up_half = -1;     // selective-op recompute only
   OpPair embedding, final_norm, lm_head, loss;  // first, last stage
   std::vector<int32_t> optimizer;               // per stage
   int32_t cycle_wait = -1;                      // Horovod: the background thread's wake

@@ -71,8 +71,7 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
                            elementwise_op(sb * f, act_flops, act_tensors, bwd, dt));
   if (m.position == PositionKind::kRotary) {
     const int64_t rotated = sb * (h + m.kv_hidden()) / t;  // the rank's query and key values
-    ops.rotary =
-        pair(rotary_op(rotated, fused, fwd, dt), rotary_op(rotated, fused, bwd, dt));
+    ops.rotary = pair(rotary_op(rotated, fused, fwd, dt), rotary_op(rotated, fused, bwd, dt));
   }
   ops.mlp_down = pair(matmul_op(sb, h, f, fwd, gemm), matmul_op(sb, h, f, bwd, gemm));
   ops.k_product = matmul_op(sb, m.kv_hidden() / t, h, fwd, gemm);

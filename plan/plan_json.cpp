@@ -178,8 +178,7 @@ ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan,
   if (fields.has("prefetch_layers"))
     plan.prefetch_layers = fields.non_negative_int("prefetch_layers");
   if (fields.has("horovod_cycle_time_ms")) {
-    plan.cycle_time_ns =
-        std::llround(fields.positive_number("horovod_cycle_time_ms", true) * 1e6);
+    plan.cycle_time_ns = std::llround(fields.positive_number("horovod_cycle_time_ms", true) * 1e6);
   }
   return plan;
 }

@@ -114,8 +114,8 @@ TaskId gather_params(const LoweringContext& ctx, RankState& state, int64_t bytes
   TaskId ready =
       p.alloc(Stream::kDpComm, BufferClass::kGatheredParams, bytes, {state.last_gathered_free});
   if (ctx.plan.offload.params) {
-    ready = p.copy(TaskRole::kParamsToDevice, CopyDirection::kToDevice, shard_of(ctx, bytes),
-                   {ready});
+    ready =
+        p.copy(TaskRole::kParamsToDevice, CopyDirection::kToDevice, shard_of(ctx, bytes), {ready});
   }
   if (ctx.plan.dp == 1) return ready;
   return p.collective(TaskRole::kParamGather, Stream::kDpComm, CollectiveKind::kAllGather,
@@ -155,11 +155,11 @@ void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t chunk,
     if (!ctx.plan.overlap.grad_reduce) state.program.block_next_compute_on(reduce);
     // ZeRO-Offload: the reduced shard goes down to the host's gradient buffer as it is reduced
     // (DeepSpeed's stage 1/2 async copy to the pinned fp32 buffer).
-    state.grad_syncs.push_back(
-        ctx.plan.offload.optimizer
-            ? state.program.copy(TaskRole::kGradToHost, CopyDirection::kToHost,
-                                 shard_of(ctx, bytes), {reduce})
-            : reduce);
+    state.grad_syncs.push_back(ctx.plan.offload.optimizer
+                                   ? state.program.copy(TaskRole::kGradToHost,
+                                                        CopyDirection::kToHost,
+                                                        shard_of(ctx, bytes), {reduce})
+                                   : reduce);
     return;
   }
 }
@@ -228,8 +228,7 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
                          state.groups.grad_norm, 4, state.grad_syncs);
   }
   const int32_t optimizer_op = ctx.ops.optimizer[static_cast<size_t>(state.stage)];
-  std::vector<TaskId> step_after = state.grad_syncs;
-  if (ready != kNoTask) step_after = {ready};
+  std::vector<TaskId> step_after = ready != kNoTask ? std::vector<TaskId>{ready} : state.grad_syncs;
   TaskId step = kNoTask;
   if (ctx.plan.offload.optimizer) {
     // ZeRO-Offload: the host runs the step on its shard (DeepSpeed's CPU Adam) once the last

@@ -100,12 +100,12 @@ enum class TaskRole : uint8_t {
   kEmbeddingGradSync,
   kSequenceParallelGradSync,  // norm and bias gradients summed over TP under sequence parallel
   kGradNorm,
-  kOptimizer,     // data parallel and step
-  kLayerBuffer,   // memory tasks of a layer's buffers
-  kFp8Cast,       // FP8: casts and transposes around the FP8 GEMMs
-  kAmaxReduce,    // FP8: the amax all-reduce of delayed scaling
-  kHostDispatch,  // the host thread issuing a block of work (no device work)
-  kGradToHost,    // offload: a reduced gradient shard copied to host memory
+  kOptimizer,       // data parallel and step
+  kLayerBuffer,     // memory tasks of a layer's buffers
+  kFp8Cast,         // FP8: casts and transposes around the FP8 GEMMs
+  kAmaxReduce,      // FP8: the amax all-reduce of delayed scaling
+  kHostDispatch,    // the host thread issuing a block of work (no device work)
+  kGradToHost,      // offload: a reduced gradient shard copied to host memory
   kParamsToDevice,  // offload: a 16-bit parameter shard copied up from host memory
 };
 

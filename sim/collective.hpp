@@ -42,7 +42,7 @@ const char* to_string(CollectiveAlgorithm algorithm);
 
 struct CollectiveFlow {
   int32_t src_gpu = 0;
-  int32_t dst_gpu = 0;         // == src_gpu for a flow into or out of the switch (NVLS)
+  int32_t dst_gpu = 0;  // == src_gpu for a flow into or out of the switch (NVLS)
   // src_gpu = dst_gpu = -1: a copy-engine DMA (host copies), which runs no kernel on the GPU
   std::vector<int32_t> links;  // topology link ids in order
   double wire_bytes = 0;

@@ -2,11 +2,12 @@
 // The discrete-event engine (SimGrid's kernel in miniature): activities over resources.
 //
 // An activity is a delay (fixed duration), a tick (it ends at the first multiple of its period at
-// or after its start: a thread that wakes every period, as Horovod's background cycle), a compute (work on a processor, slowed while
-// communication touches that processor) or a flow (bytes over a path of links, sharing each link
-// max-min fairly with the other flows). An activity starts when all its dependencies have
-// finished; the engine advances the clock to the next completion. It knows nothing about
-// transformers, ranks or streams: the simulator (sim/simulate.cpp) maps a task graph onto it.
+// or after its start: a thread that wakes every period, as Horovod's background cycle), a compute
+// (work on a processor, slowed while communication touches that processor) or a flow (bytes over a
+// path of links, sharing each link max-min fairly with the other flows). An activity starts when
+// all its dependencies have finished; the engine advances the clock to the next completion. It
+// knows nothing about transformers, ranks or streams: the simulator (sim/simulate.cpp) maps a task
+// graph onto it.
 //
 // Time is an integer number of nanoseconds. Events at the same time are answered in a fixed order
 // (time, priority, sequence of creation), so that runs are reproducible to the byte. An event is a

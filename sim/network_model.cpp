@@ -75,11 +75,10 @@ ActivityId NetworkModel::add_collective(int32_t group, CollectiveKind kind, int6
       if (plans.empty()) leaves = leaves_of(gpus);
       if (!plans.empty() && !shares_leaf(gpus, leaves)) continue;
       // The copies are the same group shifted: the first's choice of algorithm holds for all.
-      plans.push_back(plans.empty() ? plan_collective(builder_.topology(), builder_.tuning(), kind,
-                                                      gpus, bytes)
-                                    : plan_collective_as(plans.front().algorithm,
-                                                         builder_.topology(), builder_.tuning(),
-                                                         kind, gpus, bytes));
+      plans.push_back(
+          plans.empty() ? plan_collective(builder_.topology(), builder_.tuning(), kind, gpus, bytes)
+                        : plan_collective_as(plans.front().algorithm, builder_.topology(),
+                                             builder_.tuning(), kind, gpus, bytes));
     }
     found = collectives_.emplace(key, builder_.build(plans)).first;
   }
@@ -104,8 +103,7 @@ ActivityId NetworkModel::add_p2p(int64_t src, int64_t dst, int64_t bytes, Activi
   return builder_.add(found->second, join);
 }
 
-ActivityId NetworkModel::add_host_copy(int64_t rank, bool to_host, int64_t bytes,
-                                       ActivityId join) {
+ActivityId NetworkModel::add_host_copy(int64_t rank, bool to_host, int64_t bytes, ActivityId join) {
   const auto key = std::make_tuple(rank, to_host, bytes);
   auto found = host_copies_.find(key);
   if (found == host_copies_.end()) {

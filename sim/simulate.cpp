@@ -192,14 +192,13 @@ class GraphMapper {
       return {.kind = ActivityKind::kTick, .duration_ns = compiled_.plan.cycle_time_ns};
     }
     const OpShape& host_op = graph_.op(task.op);
-    if (task.stream == Stream::kHost || host_op.kind == OpKind::kHost) {
-      // Host threads: the one issuing work, Horovod's background wait, or the offloaded
-      // optimizer step the host runs itself; a delay, slowed by nothing on the GPU. A CPU host's
-      // ranks are their own host threads and pay dispatch in their computes.
+    if (task.stream == Stream::kHost) {
+      // The host thread: issuing work, or the offloaded optimizer step it runs itself; a delay,
+      // slowed by nothing on the GPU. A CPU host's ranks are their own host threads and pay
+      // dispatch in their computes.
       const DeviceSpec& device = devices_[static_cast<size_t>(rank.efficiency)];
       if (host_op.kind != OpKind::kHost) {
-        return {.kind = ActivityKind::kDelay,
-                .duration_ns = host_compute_time_ns(device, host_op)};
+        return {.kind = ActivityKind::kDelay, .duration_ns = host_compute_time_ns(device, host_op)};
       }
       const bool cpu = device.host_cores > 0;
       return {.kind = ActivityKind::kDelay,

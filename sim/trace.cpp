@@ -77,7 +77,7 @@ const char* category(const TaskGraph& graph, const Task& task) {
   switch (task.kind) {
     case TaskKind::kCompute:
       return task.stream == Stream::kHost || task.role == TaskRole::kHostDispatch ? "host"
-                                                                                   : "compute";
+                                                                                  : "compute";
     case TaskKind::kCollective:
       return graph.group(task.group).kind == GroupKind::kTp ? "tp" : "dp";
     case TaskKind::kP2p:

@@ -25,11 +25,19 @@ std::span<const EmbeddedFile> embedded_devices();
 
 namespace {
 
-constexpr std::string_view kDeviceFields[] = {
-    "name",      "peak_tflops", "measured_matmul_bf16_tflops", "measured_matmul_fp8_tflops",
-    "hbm_gb",    "hbm_bw_gbps", "launch_overhead_us",          "price_usd_per_hour",
-    "tdp_watts", "host_cores",  "host_tflops",                 "host_mem_bw_gbps",
-    "host_memory_gb"};
+constexpr std::string_view kDeviceFields[] = {"name",
+                                              "peak_tflops",
+                                              "measured_matmul_bf16_tflops",
+                                              "measured_matmul_fp8_tflops",
+                                              "hbm_gb",
+                                              "hbm_bw_gbps",
+                                              "launch_overhead_us",
+                                              "price_usd_per_hour",
+                                              "tdp_watts",
+                                              "host_cores",
+                                              "host_tflops",
+                                              "host_mem_bw_gbps",
+                                              "host_memory_gb"};
 constexpr std::string_view kPeakFields[] = {"bf16", "fp16", "fp32", "tf32", "fp8"};
 
 double tflops_to_flops(double tflops) { return tflops * kFlopsPerTflop; }

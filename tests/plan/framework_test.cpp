@@ -91,8 +91,8 @@ TEST_CASE("eager stacks run the norms, SwiGLU and rotary embedding as kernel cha
   const int64_t h = llama.hidden, f = llama.ffn_hidden, qk = llama.hidden + llama.kv_hidden();
   CHECK(apply_framework({}, Framework::kMegatronCore).fused_kernels);
   CHECK(apply_framework({}, Framework::kMegatron2022).fused_kernels);
-  for (const Framework eager : {Framework::kDeepSpeed, Framework::kFsdp2, Framework::kDdp,
-                                Framework::kHorovod}) {
+  for (const Framework eager :
+       {Framework::kDeepSpeed, Framework::kFsdp2, Framework::kDdp, Framework::kHorovod}) {
     CHECK_FALSE(apply_framework({}, eager).fused_kernels);
   }
   const PlanOpShapes fused = plan_op_shapes(llama, plan);

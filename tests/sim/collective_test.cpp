@@ -222,7 +222,6 @@ TEST_CASE("inter-node all-reduce picks the algorithm of least estimated time",
         CollectiveAlgorithm::kTree);
 }
 
-
 // The folded simulator plans each copy of a group (the same members shifted by whole nodes) with
 // the algorithm chosen for the first (plan_collective_as): a symmetric copy has the same
 // estimates, so the choice is the one plan_collective makes for it, flow for flow.

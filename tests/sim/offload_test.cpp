@@ -74,9 +74,8 @@ TEST_CASE("offloaded optimizer: shard down, Adam on the host, shard up", "[sim][
   const int64_t shard = (count_parameters(model).total + 1) / 2;
   const OpShape adam = optimizer_op(shard, DType::kBf16);
   const double gpu_adam =
-      static_cast<double>(compute_time_ns(cluster.device, test::no_launch_overhead(cluster.device)
-                                                              .devices.front(),
-                                          adam)) /
+      static_cast<double>(compute_time_ns(
+          cluster.device, test::no_launch_overhead(cluster.device).devices.front(), adam)) /
       1e9;
   const double host_adam = static_cast<double>(adam.bytes) / kHostBw;
   REQUIRE(host_adam > static_cast<double>(adam.flops) / kHostFlops);
@@ -152,8 +151,7 @@ TEST_CASE("the ZeRO-3 prefetch window bounds the gathered layers", "[sim][offloa
     const int64_t layer_bytes = 2 * shard_sizes(model, plan).layer;
     int64_t live = 0, most = 0;
     for (const Task& t : compiled.graph.tasks()) {
-      if (t.kind != TaskKind::kMemory || t.buffer != BufferClass::kGatheredParams ||
-          t.layer < 0) {
+      if (t.kind != TaskKind::kMemory || t.buffer != BufferClass::kGatheredParams || t.layer < 0) {
         continue;
       }
       live += t.memory == MemoryAction::kAlloc ? t.bytes : -t.bytes;

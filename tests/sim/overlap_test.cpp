@@ -268,9 +268,8 @@ TEST_CASE("Horovod launches ready reductions at its background thread's next wak
   double adam = 0;
   for (const Task& t : compiled.graph.tasks()) {
     if (t.role == TaskRole::kOptimizer) {
-      adam = static_cast<double>(compute_time_ns(cluster.device,
-                                                 options.calibration->devices.front(),
-                                                 compiled.graph.op(t.op))) /
+      adam = static_cast<double>(compute_time_ns(
+                 cluster.device, options.calibration->devices.front(), compiled.graph.op(t.op))) /
              1e9;
     }
   }
@@ -280,7 +279,8 @@ TEST_CASE("Horovod launches ready reductions at its background thread's next wak
   CHECK(slow.step_time_s == Approx(expected).epsilon(1e-4));
 
   plan.cycle_time_ns = 200'000'000;
-  const SimResult slower = simulate(compile_plan(model, cluster, plan, GraphMode::kFolded), options);
+  const SimResult slower =
+      simulate(compile_plan(model, cluster, plan, GraphMode::kFolded), options);
   CHECK(slower.step_time_s - slow.step_time_s == Approx(0.1).epsilon(1e-6));
 }
 
