@@ -118,18 +118,26 @@ class LayerGathers {
   LayerGathers(const LoweringContext& ctx, RankState& state, int64_t from, int64_t to)
       : ctx_(ctx), state_(state), next_(from), to_(to), step_(to >= from ? 1 : -1) {}
 
-  // The gather of `layer`, after issuing the gathers up to prefetch_layers beyond it.
+  // The gather of `layer`, after issuing the gathers up to prefetch_layers beyond it. The
+  // framework's pre-forward (pre-backward) hook issues them from the host thread (FSDP2's and
+  // DeepSpeed's module hooks): a host-dispatch block of its own.
   TaskId take(int64_t layer) {
-    for (; next_within(layer + step_ * ctx_.prefetch_layers); next_ += step_) {
-      state_.program.set_layer(static_cast<int32_t>(next_));
-      pending_.push_back(gather_params(ctx_, state_, ctx_.layer_param_bytes));
-    }
+    const int64_t through = layer + step_ * ctx_.prefetch_layers;
+    std::optional<RankState::HostBlock> hook;
+    if (gathers_layer_parameters(ctx_) && next_within(through)) hook.emplace(state_);
+    for (; next_within(through); next_ += step_) issue(next_);
+    hook.reset();
     const TaskId gathered = pending_.front();
     pending_.pop_front();
     return gathered;
   }
 
  private:
+  void issue(int64_t layer) {
+    state_.program.set_layer(static_cast<int32_t>(layer));
+    pending_.push_back(gather_params(ctx_, state_, ctx_.layer_param_bytes));
+  }
+
   // Whether the next layer to gather is still within the pass and not beyond `last`.
   bool next_within(int64_t last) const {
     return step_ > 0 ? next_ <= std::min(last, to_) : next_ >= std::max(last, to_);

@@ -143,6 +143,9 @@ TaskId tp_collective(const LoweringContext& ctx, RankState& state, TaskRole role
                      CollectiveKind kind, int64_t bytes, TaskId dep);
 
 // Data-parallel and step lowering (step_lowering.cpp).
+// Whether each block's parameters are gathered before use: ZeRO 3 over dp, or copied up from host
+// memory under --offload-param.
+bool gathers_layer_parameters(const LoweringContext& ctx);
 // ZeRO-3: allocate and all-gather `bytes` of parameters (a layer, the embedding or the head),
 // gated on the most recent release: issued `prefetch_layers` layers ahead of the layer
 // computing, at most prefetch_layers + 1 layers are gathered at once. Under --offload-param the

@@ -12,12 +12,6 @@ namespace strata {
 
 namespace {
 
-// ZeRO 3 gathers each block's parameters over dp, or copies them up from host memory under
-// --offload-param.
-bool gathers_parameters(const LoweringContext& ctx) {
-  return ctx.plan.zero_stage == 3 && (ctx.plan.dp > 1 || ctx.plan.offload.params);
-}
-
 // This rank's 1/dp share of `bytes` (a ZeRO shard).
 int64_t shard_of(const LoweringContext& ctx, int64_t bytes) {
   return (bytes + ctx.plan.dp - 1) / ctx.plan.dp;
@@ -73,6 +67,10 @@ int64_t gathered_bytes(const LoweringContext& ctx, const RankState& state,
 
 }  // namespace
 
+bool gathers_layer_parameters(const LoweringContext& ctx) {
+  return ctx.plan.zero_stage == 3 && (ctx.plan.dp > 1 || ctx.plan.offload.params);
+}
+
 std::vector<RankBucket> chunk_buckets(const LoweringContext& ctx, TaskGraph& graph, int64_t stage,
                                       int64_t chunk) {
   const int64_t limit = gradient_bucket_parameters(ctx.plan);
@@ -109,7 +107,7 @@ std::vector<RankBucket> chunk_buckets(const LoweringContext& ctx, TaskGraph& gra
 }
 
 TaskId gather_params(const LoweringContext& ctx, RankState& state, int64_t bytes) {
-  if (!gathers_parameters(ctx)) return kNoTask;
+  if (!gathers_layer_parameters(ctx)) return kNoTask;
   RankProgram& p = state.program;
   TaskId ready =
       p.alloc(Stream::kDpComm, BufferClass::kGatheredParams, bytes, {state.last_gathered_free});
@@ -123,7 +121,7 @@ TaskId gather_params(const LoweringContext& ctx, RankState& state, int64_t bytes
 }
 
 void release_params(const LoweringContext& ctx, RankState& state, int64_t bytes, TaskId after) {
-  if (!gathers_parameters(ctx)) return;
+  if (!gathers_layer_parameters(ctx)) return;
   state.last_gathered_free =
       state.program.release(Stream::kCompute, BufferClass::kGatheredParams, bytes, {after});
 }

@@ -161,5 +161,29 @@ TEST_CASE("the ZeRO-3 prefetch window bounds the gathered layers", "[sim][offloa
   }
 }
 
+// FSDP2's and DeepSpeed's module hooks issue each layer's gathers from the host thread: every
+// layer gather sits in a host-dispatch block of its own, which counts it as a call (so it costs
+// the framework's per-call time, plan/host_dispatch.hpp) and which no compute shares.
+TEST_CASE("ZeRO-3 layer gathers are issued by a host block of their own", "[sim][offload]") {
+  ParallelPlan plan = zero2();
+  plan.zero_stage = 3;
+  plan.host_dispatch = HostDispatch::kEager;
+  const CompiledPlan compiled = test::compile_checked(four_layers(), plan);
+  const TaskGraph& graph = compiled.graph;
+  int64_t checked = 0;
+  for (TaskId id = 0; id < graph.size(); ++id) {
+    const Task& gather = graph.task(id);
+    if (gather.role != TaskRole::kParamGather || gather.layer < 0) continue;
+    TaskId block = id - 1;
+    while (graph.task(block).stream != Stream::kHost) {
+      REQUIRE(graph.task(block).kind != TaskKind::kCompute);
+      --block;
+    }
+    CHECK(graph.op(graph.task(block).op).dims[1] >= 1);  // the calls it issues
+    ++checked;
+  }
+  CHECK(checked == 2 * 4);  // one micro-batch: each of 4 layers gathered in forward and backward
+}
+
 }  // namespace
 }  // namespace strata
