@@ -44,7 +44,7 @@ demo: build
 	@echo "The best plan's step is in $(DEMO_TRACE): look at it with"
 	@echo "  $(STRATA) view $(DEMO_TRACE)"
 	@echo "(or --screenshot step.png without a display), or at https://ui.perfetto.dev; one lane"
-	@echo "per pipeline stage's rank and stream (compute, tp-comm, dp-comm, pp-send, pp-recv)."
+	@echo "per pipeline stage's rank and stream (compute, tp-comm, dp-comm, pp-send, pp-recv, host, background)."
 
 test: build
 	ctest --preset default -j $(JOBS)
