@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <new>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -31,6 +32,14 @@ int main(int argc, char** argv) {
   strata::cli::add_calibrate_command(app, run);
   strata::cli::add_validate_command(app, run);
   strata::cli::add_view_command(app, run);
+  // An empty value ("--gpus ''") is refused rather than read as no value.
+  const CLI::Validator non_empty(
+      [](std::string& value) { return value.empty() ? std::string("an empty value") : ""; }, "");
+  for (CLI::App* command : app.get_subcommands({})) {
+    for (CLI::Option* option : command->get_options()) {
+      if (option->get_items_expected_min() > 0) option->check(non_empty);
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& done) {
@@ -49,6 +58,13 @@ int main(int argc, char** argv) {
     return run();
   } catch (const strata::InputError& error) {
     std::fprintf(stderr, "strata: error: %s\n", error.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // Sizes within their bounds can still ask for more than this machine holds (a full graph of
+    // millions of ranks' tasks).
+    std::fprintf(stderr,
+                 "strata: error: out of memory: the inputs ask for more than this machine holds. "
+                 "Fix: smaller sizes, or the folded graph (--graph folded)\n");
     return 2;
   }
 }

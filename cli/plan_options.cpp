@@ -284,6 +284,14 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
   set(flags.seq_len, plan.seq_len);
   set(flags.first_stage_layers, plan.first_stage_layers);
   set(flags.last_stage_layers, plan.last_stage_layers);
+  set(flags.dp, plan.dp);
+  // Every size before anything below divides by one or multiplies them.
+  validate_plan_sizes(plan, where);
+  if (flags.gpus && (*flags.gpus < 1 || *flags.gpus > kMaxRanks)) {
+    throw InputError(kCommandLine, "gpus (--gpus)",
+                     fmt::format("must be in [1, {}], found {}", kMaxRanks, *flags.gpus),
+                     fmt::format("use a value from 1 to {}", kMaxRanks));
+  }
   if (flags.distributed_optimizer && !flags.zero)
     plan.zero_stage = std::max<int64_t>(plan.zero_stage, 1);
   if (flags.layers_per_virtual_stage) {

@@ -52,11 +52,54 @@ void throw_malformed_json(std::string_view text, const std::string& where,
       "correct the JSON syntax at that position");
 }
 
+namespace {
+
+// No input of ours nests deeper than a few levels; a deeper document (an attack, a generated
+// mistake) would recurse through the parser's value tree and the error messages that quote it.
+constexpr int kMaxJsonDepth = 64;
+
+// Refuses nesting deeper than kMaxJsonDepth, counting brackets outside strings.
+void check_json_depth(std::string_view text, const std::string& where) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        const LineColumn at = line_column_at(text, i);
+        throw InputError(fmt::format("{}:{}:{}", where, at.line, at.column), "",
+                         fmt::format("JSON nested deeper than {} levels", kMaxJsonDepth),
+                         "flatten the document; strata's inputs nest a few levels");
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
+}  // namespace
+
 nlohmann::json parse_json_text(std::string_view text, const std::string& where) {
+  check_json_depth(text, where);
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& error) {
     throw_malformed_json(text, where, error);
+  } catch (const nlohmann::json::out_of_range& error) {
+    // A number beyond the double range ("1e309"): nlohmann's message names it.
+    std::string detail = error.what();
+    if (const auto cut = detail.find("number overflow"); cut != std::string::npos) {
+      detail = detail.substr(cut);
+    }
+    throw InputError(where, "", detail, "use numbers within the double range (below 1.8e308)");
   }
 }
 

@@ -71,22 +71,36 @@ ChunkLayers chunk_layers(const ParallelPlan& plan, const ModelSpec& model, int64
   return chunk_layout(plan, model)[static_cast<size_t>(chunk * plan.pp + stage)];
 }
 
+void validate_plan_sizes(const ParallelPlan& plan, const std::string& where) {
+  const auto within = [&](int64_t value, int64_t low, int64_t high, const char* field) {
+    if (value < low || value > high) {
+      throw InputError(where, field, fmt::format("must be in [{}, {}], found {}", low, high, value),
+                       fmt::format("use a value from {} to {}", low, high));
+    }
+  };
+  within(plan.dp, 1, kMaxRanks, "dp (--dp)");
+  within(plan.tp, 1, kMaxRanks, "tp (--tp)");
+  within(plan.pp, 1, kMaxRanks, "pp (--pp)");
+  within(plan.vpp, 1, kMaxRanks, "vpp (--vpp)");
+  within(plan.micro_batch, 1, kMaxSequences, "micro_batch (--micro-batch)");
+  within(plan.global_batch, 1, kMaxSequences, "global_batch (--global-batch)");
+  within(plan.seq_len, 1, kMaxSeqLen, "seq_len (--seq-len)");
+  within(plan.first_stage_layers, 0, kMaxRanks, "first_stage_layers (--first-stage-layers)");
+  within(plan.last_stage_layers, 0, kMaxRanks, "last_stage_layers (--last-stage-layers)");
+  if (plan.dp > kMaxRanks / plan.tp / plan.pp) {
+    throw InputError(where, "dp (--dp)",
+                     fmt::format("dp {} x tp {} x pp {} is more than {} GPUs", plan.dp, plan.tp,
+                                 plan.pp, kMaxRanks),
+                     "use fewer ranks");
+  }
+}
+
 void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
                    std::optional<int64_t> gpus_asked, const std::string& where) {
   const auto fail = [&](const char* field, const std::string& problem, const std::string& fix) {
     throw InputError(where, field, problem, fix);
   };
-  const auto positive = [&](int64_t value, const char* field) {
-    if (value < 1)
-      fail(field, fmt::format("must be at least 1, found {}", value), "use a value >= 1");
-  };
-  positive(plan.dp, "dp (--dp)");
-  positive(plan.tp, "tp (--tp)");
-  positive(plan.pp, "pp (--pp)");
-  positive(plan.vpp, "vpp (--vpp)");
-  positive(plan.micro_batch, "micro_batch (--micro-batch)");
-  positive(plan.global_batch, "global_batch (--global-batch)");
-  positive(plan.seq_len, "seq_len (--seq-len)");
+  validate_plan_sizes(plan, where);
   if (plan.zero_stage < 0 || plan.zero_stage > 3) {
     fail("zero_stage (--zero)", fmt::format("must be 0, 1, 2 or 3, found {}", plan.zero_stage),
          "use 0 (none), 1 (optimizer states), 2 (+ gradients) or 3 (+ parameters)");

@@ -148,6 +148,16 @@ struct ParallelPlan {
   int64_t tokens_per_step() const { return global_batch * seq_len; }
 };
 
+// Upper bounds on a plan's sizes, far above any real run, so that what is derived from them (dp x
+// tp x pp ranks, dp x micro-batch, tokens per step) stays well within 64-bit integers.
+inline constexpr int64_t kMaxRanks = int64_t{1} << 24;      // each of dp, tp, pp, vpp; GPUs
+inline constexpr int64_t kMaxSequences = int64_t{1} << 32;  // micro- and global batch
+inline constexpr int64_t kMaxSeqLen = int64_t{1} << 24;     // tokens per sequence
+
+// The plan's sizes alone, before anything divides by them: each count within [1, its bound],
+// uneven stage layers >= 0. Throws InputError naming `where` and the field with its flag.
+void validate_plan_sizes(const ParallelPlan& plan, const std::string& where);
+
 // Checks the plan against the model and the GPUs asked for (nullopt: whatever the plan implies).
 // Throws InputError naming `where` (a scenario file, or "command line") and the field with the
 // flag that sets it, e.g. "tp (--tp)", and the fix.
