@@ -79,21 +79,33 @@ std::string stack_line(const ParallelPlan& p) {
       states.grads, states.optimizer, extras);
 }
 
+std::string count_text(int64_t count) {
+  const auto n = static_cast<double>(count);
+  if (n >= 1e9) return fmt::format("{:.2f} B", n / 1e9);
+  if (n >= 1e6) return fmt::format("{:.2f} M", n / 1e6);
+  return fmt::format("{}", count);
+}
+
 std::string model_line(const ModelSpec& m) {
   return fmt::format(
-      "model    {}: {:.2f} B parameters; {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}, "
+      "model    {}: {} parameters; {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}, "
       "{}, {}, {} positions{}{}",
-      m.name, static_cast<double>(count_parameters(m).total) / 1e9, m.layers, m.hidden, m.heads,
-      m.kv_heads, m.ffn_hidden, m.vocab, to_string(m.norm), to_string(m.mlp), to_string(m.position),
+      m.name, count_text(count_parameters(m).total), m.layers, m.hidden, m.heads, m.kv_heads,
+      m.ffn_hidden, m.vocab, to_string(m.norm), to_string(m.mlp), to_string(m.position),
       m.tied_embeddings ? ", tied embeddings" : "",
       m.sliding_window > 0 ? fmt::format(", sliding window {}", m.sliding_window) : "");
 }
 
 std::string cluster_line(const ClusterSpec& cluster, int64_t gpus) {
+  const double memory_gb = static_cast<double>(cluster.device.hbm_bytes) / kBytesPerGB;
+  if (cluster.device.host_cores > 0) {  // a CPU host (strata calibrate --backend cpu)
+    return fmt::format(
+        "cluster  {}: {} rank(s) on a CPU host of {} cores; {:.1f} GB memory per rank",
+        cluster.name, gpus, cluster.device.host_cores, memory_gb);
+  }
   return fmt::format("cluster  {}: {} x {} on {} node(s) of {}; {:.0f} GB HBM per GPU",
                      cluster.name, gpus, cluster.device.name, cluster.nodes_for(gpus),
-                     cluster.gpus_per_node,
-                     static_cast<double>(cluster.device.hbm_bytes) / kBytesPerGB);
+                     cluster.gpus_per_node, memory_gb);
 }
 
 std::string plan_summary(const CompiledPlan& c) {
@@ -123,9 +135,9 @@ std::string plan_summary(const CompiledPlan& c) {
                   "params/GPU", "params", "grads", "optimizer", "activations", "buffers", "peak"));
   for (const StageMemory& s : c.memory.stages) {
     add(fmt::format("{:>5} {:>6} {:>12} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9}", s.stage, s.layers,
-                    fmt::format("{:.3f} B", static_cast<double>(s.parameters) / 1e9),
-                    gb(s.at_peak.params), gb(s.at_peak.grads), gb(s.at_peak.optimizer),
-                    gb(s.at_peak.activations), gb(s.at_peak.buffers), gb(s.peak_bytes)));
+                    count_text(s.parameters), gb(s.at_peak.params), gb(s.at_peak.grads),
+                    gb(s.at_peak.optimizer), gb(s.at_peak.activations), gb(s.at_peak.buffers),
+                    gb(s.peak_bytes)));
   }
   if (p.attention == AttentionKind::kFlash) {
     add(fmt::format(

@@ -18,6 +18,8 @@ nlohmann::json plan_report_json(const CompiledPlan& compiled);
 
 // Pieces `strata simulate` and `strata search` share:
 // the summary's first lines ("model    llama3-70b: 70.55 B parameters; ...", "cluster  ...");
+// A count as people read it: "70.55 B", "124.44 M", "4096".
+std::string count_text(int64_t count);
 std::string model_line(const ModelSpec& model);
 std::string cluster_line(const ClusterSpec& cluster, int64_t gpus);
 // "dp 2 x tp 8 x pp 4, zero 1, micro-batch 1, global batch 512 (256 micro-batches), ...";
