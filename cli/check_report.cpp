@@ -156,7 +156,11 @@ std::string check_table(const std::vector<ScenarioOutcome>& outcomes, bool updat
 std::string check_junit(const std::vector<ScenarioOutcome>& outcomes) {
   std::vector<JunitSuite> suites;
   for (const ScenarioOutcome& outcome : outcomes) {
-    JunitSuite suite{outcome.name, {{"file", outcome.path}, {"plan", outcome.plan_text}}, {}, ""};
+    JunitSuite suite{outcome.name,
+                     "strata check",
+                     {{"file", outcome.path}, {"plan", outcome.plan_text}},
+                     {},
+                     ""};
     for (const ReferenceFigure& figure : outcome.reference) {
       suite.properties.emplace_back("published." + figure.metric, value_text(figure.value));
     }
@@ -177,7 +181,7 @@ std::string check_junit(const std::vector<ScenarioOutcome>& outcomes) {
     suite.system_out = outcome.description + "\n" + outcome.plan_text + "\n";
     suites.push_back(std::move(suite));
   }
-  return junit_xml("strata check", suites);
+  return junit_xml(suites, junit_run_here());
 }
 
 }  // namespace strata::cli

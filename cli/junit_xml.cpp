@@ -1,5 +1,11 @@
 #include "cli/junit_xml.hpp"
 
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <ctime>
+
 #include <fmt/format.h>
 
 namespace strata::cli {
@@ -53,22 +59,36 @@ std::string xml_escape(const std::string& text, bool in_attribute) {
   return out;
 }
 
-std::string junit_xml(const std::string& name, const std::vector<JunitSuite>& suites) {
-  int64_t tests = 0;
-  int64_t failures = 0;
-  for (const JunitSuite& suite : suites) {
-    tests += static_cast<int64_t>(suite.cases.size());
-    failures += failure_count(suite);
+JunitRun junit_run_here() {
+  JunitRun run;
+  std::time_t now = std::time(nullptr);
+  if (const char* epoch = std::getenv("SOURCE_DATE_EPOCH"); epoch != nullptr && *epoch != 0) {
+    char* end = nullptr;
+    const long long seconds = std::strtoll(epoch, &end, 10);
+    if (*end == 0 && seconds >= 0) now = static_cast<std::time_t>(seconds);
   }
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  std::array<char, 32> text{};
+  std::strftime(text.data(), text.size(), "%Y-%m-%dT%H:%M:%S", &utc);
+  run.timestamp = text.data();
+  std::array<char, 256> host{};
+  run.hostname = gethostname(host.data(), host.size() - 1) == 0 && host[0] != 0
+                     ? std::string(host.data())
+                     : std::string("localhost");
+  return run;
+}
+
+std::string junit_xml(const std::vector<JunitSuite>& suites, const JunitRun& run) {
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += fmt::format("<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\">\n",
-                     attribute(name), tests, failures);
+  out += "<testsuites>\n";
   for (size_t id = 0; id < suites.size(); ++id) {
     const JunitSuite& suite = suites[id];
     out += fmt::format(
-        "  <testsuite name=\"{}\" id=\"{}\" package=\"{}\" tests=\"{}\" failures=\"{}\" "
-        "errors=\"0\" skipped=\"0\" time=\"0\">\n",
-        attribute(suite.name), id, attribute(name), suite.cases.size(), failure_count(suite));
+        "  <testsuite name=\"{}\" timestamp=\"{}\" hostname=\"{}\" id=\"{}\" package=\"{}\" "
+        "tests=\"{}\" failures=\"{}\" errors=\"0\" time=\"0\">\n",
+        attribute(suite.name), run.timestamp, attribute(run.hostname), id, attribute(suite.package),
+        suite.cases.size(), failure_count(suite));
     out += "    <properties>\n";
     for (const auto& [key, value] : suite.properties) {
       out += fmt::format("      <property name=\"{}\" value=\"{}\"/>\n", attribute(key),
