@@ -361,35 +361,42 @@ void apply_deepspeed_config(const DeepSpeedConfig& config, const ModelSpec& mode
   auto accum = config.grad_accum;
   if (!accum && !config.grad_accum_auto && !(micro && train)) accum = 1;  // DeepSpeed's default
   const int64_t dp = plan.dp;
-  const auto refuse = [&](const char* field, const std::string& problem) {
-    throw InputError(where, field, problem,
-                     "give concrete values in the file, or pass --micro-batch and --global-batch "
-                     "to resolve \"auto\"");
+  const auto refuse = [&](const char* field, const std::string& problem, const std::string& fix) {
+    throw InputError(where, field, problem, fix);
   };
+  const std::string resolve =
+      "give concrete values in the file, or pass --micro-batch and --global-batch to resolve "
+      "\"auto\"";
   if (micro && accum && train) {
     if (*micro * *accum * dp != *train) {
-      refuse("train_batch_size", fmt::format("{} is not train_micro_batch_size_per_gpu {} x "
-                                             "gradient_accumulation_steps {} x dp {}",
-                                             *train, *micro, *accum, dp));
+      refuse("train_batch_size",
+             fmt::format("{} is not train_micro_batch_size_per_gpu {} x "
+                         "gradient_accumulation_steps {} x dp {}",
+                         *train, *micro, *accum, dp),
+             fmt::format("use a global batch of {} (--global-batch or train_batch_size), or set "
+                         "\"gradient_accumulation_steps\": \"auto\" to derive it",
+                         *micro * *accum * dp));
     }
   } else if (micro && accum) {
     train = *micro * *accum * dp;
   } else if (micro && train) {
     if (*train % (*micro * dp) != 0) {
       refuse("train_batch_size",
-             fmt::format("{} is not a multiple of micro-batch {} x dp {}", *train, *micro, dp));
+             fmt::format("{} is not a multiple of micro-batch {} x dp {}", *train, *micro, dp),
+             fmt::format("use a global batch that is a multiple of {}", *micro * dp));
     }
     accum = *train / (*micro * dp);
   } else if (accum && train) {
     if (*train % (*accum * dp) != 0) {
       refuse("train_batch_size",
              fmt::format("{} is not a multiple of gradient_accumulation_steps {} x dp {}", *train,
-                         *accum, dp));
+                         *accum, dp),
+             fmt::format("use a global batch that is a multiple of {}", *accum * dp));
     }
     micro = *train / (*accum * dp);
   } else {
     refuse(micro ? "gradient_accumulation_steps" : "train_micro_batch_size_per_gpu",
-           "\"auto\" (or a missing value) cannot be resolved from the other batch fields");
+           "\"auto\" (or a missing value) cannot be resolved from the other batch fields", resolve);
   }
   plan.micro_batch = *micro;
   plan.global_batch = *train;

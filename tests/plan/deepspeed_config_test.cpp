@@ -88,6 +88,13 @@ TEST_CASE("unresolvable auto and contradictions are refused by field", "[deepspe
       Catch::Contains("zero_optimization.stage"));
   apply_deepspeed_config(auto_stage, gpt2(), plan, 3, std::nullopt, std::nullopt);
   CHECK(plan.zero_stage == 3);
+  // The fix for a global batch that the file's accumulation contradicts is one that works.
+  const auto one_step = config_from(R"({"train_batch_size": "auto",
+      "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 1})");
+  CHECK_THROWS_WITH(apply_deepspeed_config(one_step, gpt2(), plan, std::nullopt, 2, 16),
+                    Catch::Contains("use a global batch of 4"));
+  apply_deepspeed_config(one_step, gpt2(), plan, std::nullopt, 2, 4);
+  CHECK(plan.global_batch == 4);
 }
 
 ParallelPlan applied(const std::string& text, int64_t data_parallel = 2) {
