@@ -78,8 +78,8 @@ std::string simulate_summary(const CompiledPlan& c, const SimOptions& options, c
                     to_string(c.plan.dtype)));
   }
   add(
-      fmt::format("bubble   {:.1f}% (the largest stage's pipeline idle time over its forward and "
-                  "backward time)",
+      fmt::format("bubble   {:.1f}% of the step (the largest stage's pipeline idle time: not "
+                  "computing, not waiting on communication or its host)",
                   r.bubble_fraction * 100));
   add(fmt::format("comm     exposed {} (compute waits on it)", comm_text(r.exposed_comm_s)));
   add(fmt::format("         total   {}", comm_text(r.comm_s)));

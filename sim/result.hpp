@@ -23,9 +23,10 @@ struct StageResult {
   int64_t stage = 0;
   double busy_s = 0;  // the compute stream runs compute tasks
   double idle_s = 0;  // step time minus busy
-  // Pipeline bubble over ideal time: idle time not spent waiting on communication, divided by
-  // the busy time of the forward, backward and recompute passes (the optimizer step is not part
-  // of the pipeline); (p-1)/m for a uniform 1F1B or GPipe pipeline (Narayanan et al. 2021).
+  // The pipeline bubble's share of the step: idle time not spent waiting on communication or on
+  // the host, over the step time, so at most 1. For a uniform 1F1B or GPipe pipeline it is
+  // (p-1)/(m+p-1), Narayanan et al. 2021's bubble over ideal time (p-1)/m taken over the whole
+  // step (a share f of the step is their f/(1-f)).
   double bubble_fraction = 0;
   CommSeconds exposed_comm_s;     // the compute stream idles while this communication runs
   CommSeconds comm_s;             // communication runs on this stage's rank

@@ -91,7 +91,7 @@ PlanFigures plan_figures(const CompiledPlan& compiled, const SimResult& result) 
     const CommSeconds& exposed = busiest->exposed_comm_s;
     f.compute_s = busiest->busy_s;
     f.stage_exposed_comm_s = exposed;
-    f.bubble_s = std::max(0.0, busiest->idle_s - exposed.tp - exposed.pp - exposed.dp);
+    f.bubble_s = busiest->bubble_fraction * result.step_time_s;
   }
   f.tasks = compiled.graph.size();
   return f;

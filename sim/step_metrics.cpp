@@ -27,7 +27,6 @@ CommKind comm_kind(const TaskGraph& graph, const Task& task) {
 // One graph rank's share of the step.
 struct RankTimeline {
   std::vector<Interval> busy;                 // compute stream
-  TimeNs optimizer_ns = 0;                    // of which the optimizer step
   std::array<std::vector<Interval>, 3> comm;  // by CommKind
   std::vector<Interval> host;  // host threads: dispatch, Horovod's cycle, an offloaded step
   std::vector<std::pair<TimeNs, TaskId>> memory_events;
@@ -98,7 +97,6 @@ SimResult summarize_step(const CompiledPlan& compiled, StepTimeline timeline,
           rank.host.push_back({t.start_ns, t.finish_ns});
         if (task.stream != Stream::kCompute) break;
         rank.busy.push_back({t.start_ns, t.finish_ns});
-        if (task.phase == Phase::kOptimizer) rank.optimizer_ns += t.finish_ns - t.start_ns;
         break;
       case TaskKind::kMemory:
         rank.memory_events.emplace_back(t.finish_ns, id);
@@ -153,9 +151,8 @@ SimResult summarize_step(const CompiledPlan& compiled, StepTimeline timeline,
         length_outside(merged(std::move(rank.host)), combined(busy_tp_pp, dp));
     const TimeNs bubble_ns = std::max<TimeNs>(
         0, step_ns - busy_ns - exposed_tp - exposed_pp - exposed_dp - exposed_host);
-    const TimeNs pipeline_ns = busy_ns - rank.optimizer_ns;
     out.bubble_fraction =
-        pipeline_ns > 0 ? static_cast<double>(bubble_ns) / static_cast<double>(pipeline_ns) : 0.0;
+        step_ns > 0 ? static_cast<double>(bubble_ns) / static_cast<double>(step_ns) : 0.0;
   }
 
   const double step_s = seconds(step_ns);

@@ -94,10 +94,9 @@ TraceSummary summarize(const Trace& trace) {
       out.busy_ns = rank.busy_ns;
       out.idle_ns = summary.step_ns - rank.busy_ns;
       out.bubble_ns = rank.bubble_ns;
-      const int64_t pipeline_ns = rank.busy_ns - rank.optimizer_ns;
-      out.bubble_fraction =
-          pipeline_ns > 0 ? static_cast<double>(rank.bubble_ns) / static_cast<double>(pipeline_ns)
-                          : 0.0;
+      out.bubble_fraction = summary.step_ns > 0 ? static_cast<double>(rank.bubble_ns) /
+                                                      static_cast<double>(summary.step_ns)
+                                                : 0.0;
       out.comm_ns = rank.comm_ns;
       out.exposed_ns = rank.exposed_ns;
       out.phase_ns = phase_ns;

@@ -205,7 +205,7 @@ TEST_CASE("a hand-made two-stage trace has the figures worked out by hand",
   CHECK(s0.busy_ns == 20);
   CHECK(s0.idle_ns == 30);
   CHECK(s0.bubble_ns == 15);
-  CHECK(s0.bubble_fraction == Approx(15.0 / 18.0).epsilon(1e-12));
+  CHECK(s0.bubble_fraction == Approx(15.0 / 50.0).epsilon(1e-12));  // of the 50 ns step
   CHECK(s0.exposed_ns == std::array<int64_t, 3>{0, 5, 10});
   CHECK(s0.phase_ns[static_cast<size_t>(EventPhase::kForward)] == 10);
   CHECK(s0.phase_ns[static_cast<size_t>(EventPhase::kBackward)] == 8);
@@ -218,11 +218,11 @@ TEST_CASE("a hand-made two-stage trace has the figures worked out by hand",
   CHECK(s1.pid == 1);
   CHECK(s1.busy_ns == 15);
   CHECK(s1.idle_ns == 35);
-  CHECK(s1.bubble_fraction == Approx(28.0 / 15.0).epsilon(1e-12));
+  CHECK(s1.bubble_fraction == Approx(28.0 / 50.0).epsilon(1e-12));
   CHECK(s1.exposed_ns == std::array<int64_t, 3>{2, 5, 0});
   CHECK(s1.peak_memory_bytes == 50);
 
-  CHECK(summary.bubble_fraction == Approx(28.0 / 15.0).epsilon(1e-12));
+  CHECK(summary.bubble_fraction == Approx(28.0 / 50.0).epsilon(1e-12));
   CHECK(summary.exposed_ns == std::array<int64_t, 3>{2, 5, 10});
   CHECK(summary.peak_memory_bytes == 500);
 }
