@@ -131,7 +131,13 @@ void add_stack_flags(CLI::App& command, PlanFlags& flags) {
                      "Horovod: the background thread's cycle in ms (HOROVOD_CYCLE_TIME, 1)");
 }
 
+std::string zoo_help() {
+  return fmt::format("Zoo models (--model): {}\nZoo clusters (--cluster): {}",
+                     fmt::join(zoo_model_names(), ", "), fmt::join(zoo_cluster_names(), ", "));
+}
+
 void add_plan_flags(CLI::App& command, PlanFlags& flags) {
+  command.footer(zoo_help());
   command.add_option("--scenario", flags.scenario,
                      "Scenario JSON with model, cluster, gpus and plan; flags override it");
   command.add_option("--model", flags.model,

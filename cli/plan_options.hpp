@@ -52,6 +52,8 @@ struct PlanFlags {
 };
 
 void add_plan_flags(CLI::App& command, PlanFlags& flags);
+// The zoo's model and cluster names, for a command's --help footer.
+std::string zoo_help();
 // The flags of the software stack alone (framework, attention, overlaps, buckets, gradient dtype,
 // FP8, host dispatch, offload, ZeRO-3 prefetch), which `strata search` takes as given for every
 // plan it enumerates.

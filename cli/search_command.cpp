@@ -292,6 +292,7 @@ void add_search_command(CLI::App& app, std::function<int()>& run) {
   command->add_option("--dtype", o->dtype, "Training dtype (default bf16)")
       ->type_name("bf16|fp16|fp32");
   add_stack_flags(*command, o->stack);
+  command->footer(zoo_help());
   command->add_flag("--allow-cross-node-tp", o->allow_cross_node_tp,
                     "Let TP span nodes (by default tp is at most the GPUs per node)");
   command->add_option("--top", o->top, "Plans to show (default 10)")->type_name("K");
