@@ -13,6 +13,7 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/units.hpp"
+#include "exec/checkpoint.hpp"
 #include "exec/trainer.hpp"
 #include "plan/plan_json.hpp"
 #include "sim/trace.hpp"
@@ -188,6 +189,11 @@ int run_train(TrainCommandOptions& options) {
                   static_cast<long long>(compiled.plan.dp),
                   static_cast<long long>(compiled.plan.tp),
                   static_cast<long long>(compiled.plan.pp), train.data_path.c_str());
+      if (r.step > 0) {
+        std::printf("resumed from %s (%lld steps done)\n",
+                    checkpoint_step_dir(train.checkpoint_dir, r.step).c_str(),
+                    static_cast<long long>(r.step));
+      }
       started = true;
     }
     print_step(r, train.steps);
@@ -221,7 +227,15 @@ int run_train(TrainCommandOptions& options) {
     throw InputError(kCommandLine, "--comm", fmt::format("unknown communicator '{}'", options.comm),
                      "use --comm inprocess or --comm mpi");
   }
-  if (writes_outputs) write_files_atomically(train_outputs(options, compiled, result));
+  if (writes_outputs) {
+    const std::vector<OutputFile> outputs = train_outputs(options, compiled, result);
+    write_files_atomically(outputs);
+    for (const OutputFile& file : outputs) std::printf("wrote %s\n", file.path.c_str());
+    if (train.checkpoint_every > 0) {
+      std::printf("checkpoints every %lld steps in %s\n",
+                  static_cast<long long>(train.checkpoint_every), train.checkpoint_dir.c_str());
+    }
+  }
   return 0;
 }
 
