@@ -93,10 +93,14 @@ SearchSpace search_space(const SearchCommandOptions& o) {
   if (space.gpus.empty()) throw missing("--gpus", "GPU count");
   std::set<int64_t> seen;
   for (const int64_t gpus : space.gpus) {
-    if (gpus < 1 || !seen.insert(gpus).second) {
-      throw InputError(kCommandLine, "--gpus",
-                       fmt::format("{} is {}", gpus, gpus < 1 ? "not a GPU count" : "given twice"),
-                       "give distinct GPU counts >= 1, e.g. --gpus 512,1024,2048");
+    if (gpus < 1 || gpus > kMaxRanks || !seen.insert(gpus).second) {
+      throw InputError(
+          kCommandLine, "--gpus",
+          fmt::format("{} is {}", gpus,
+                      gpus < 1 || gpus > kMaxRanks ? "not a GPU count" : "given twice"),
+          fmt::format("give distinct GPU counts from 1 to {}, e.g. --gpus "
+                      "512,1024,2048",
+                      kMaxRanks));
     }
     if (space.cluster.max_nodes > 0 && space.cluster.nodes_for(gpus) > space.cluster.max_nodes) {
       throw InputError(
@@ -113,9 +117,12 @@ SearchSpace search_space(const SearchCommandOptions& o) {
       o.seq_len ? o.seq_len : (scenario ? std::optional(scenario->plan.seq_len) : std::nullopt);
   if (!batch) throw missing("--global-batch", "global batch");
   if (!seq) throw missing("--seq-len", "sequence length");
-  if (*batch < 1 || *seq < 1) {
-    throw InputError(kCommandLine, *batch < 1 ? "--global-batch" : "--seq-len",
-                     "must be at least 1", "give a whole number >= 1");
+  const bool batch_bad = *batch < 1 || *batch > kMaxSequences;
+  if (batch_bad || *seq < 1 || *seq > kMaxSeqLen) {
+    const int64_t high = batch_bad ? kMaxSequences : kMaxSeqLen;
+    throw InputError(kCommandLine, batch_bad ? "--global-batch" : "--seq-len",
+                     fmt::format("must be in [1, {}], found {}", high, batch_bad ? *batch : *seq),
+                     fmt::format("give a whole number from 1 to {}", high));
   }
   space.global_batch = *batch;
   space.seq_len = *seq;

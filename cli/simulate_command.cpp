@@ -53,7 +53,8 @@ SlowRank parse_slow_rank(const std::string& text, int64_t gpus) {
   const std::optional<int64_t> rank = parse_int(std::string_view(text).substr(0, colon));
   if (!rank || *rank < 0) throw fail("RANK must be a whole number >= 0");
   const std::optional<double> factor = parse_number(std::string_view(text).substr(colon + 1));
-  if (!factor || *factor < 1) throw fail("FACTOR must be a number >= 1");
+  // A slowdown beyond 1000x describes no real straggler, and would overflow the engine's clock.
+  if (!factor || !(*factor >= 1 && *factor <= 1000)) throw fail("FACTOR must be from 1 to 1000");
   if (*rank >= gpus) throw rank_out_of_range("--slow-rank", text, *rank, gpus);
   return {*rank, *factor};
 }

@@ -1,5 +1,6 @@
 #include "cli/train_command.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -106,8 +107,20 @@ TrainOptions train_options(const TrainCommandOptions& options) {
   if (options.steps < 1) {
     throw InputError(kCommandLine, "--steps", "must be at least 1", "e.g. --steps 100");
   }
-  if (options.lr <= 0) {
-    throw InputError(kCommandLine, "--lr", "must be positive", "e.g. --lr 1e-3");
+  // Written so that NaN fails each check (every comparison with NaN is false).
+  if (!(options.lr > 0 && options.lr <= 1)) {
+    throw InputError(kCommandLine, "--lr", fmt::format("must be in (0, 1], found {}", options.lr),
+                     "e.g. --lr 1e-3");
+  }
+  if (!(options.weight_decay >= 0 && options.weight_decay <= 1)) {
+    throw InputError(kCommandLine, "--weight-decay",
+                     fmt::format("must be in [0, 1], found {}", options.weight_decay),
+                     "e.g. --weight-decay 0.1");
+  }
+  if (!(options.clip >= 0 && std::isfinite(options.clip))) {
+    throw InputError(kCommandLine, "--clip-grad",
+                     fmt::format("must be a finite norm >= 0 (0: off), found {}", options.clip),
+                     "e.g. --clip-grad 1.0");
   }
   if (options.checkpoint_every < 0 ||
       (options.checkpoint_every > 0 && options.checkpoint_dir.empty())) {

@@ -169,6 +169,14 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
                      plan.global_batch, plan.dp, plan.micro_batch, plan.dp * plan.micro_batch),
          fmt::format("use a global batch that is a multiple of {}", plan.dp * plan.micro_batch));
   }
+  if (plan.micro_batches() > kMaxMicroBatches) {
+    fail("global_batch (--global-batch)",
+         fmt::format("{} micro-batches per step, more than the {} the task graph holds (it has "
+                     "tasks per op per micro-batch)",
+                     plan.micro_batches(), kMaxMicroBatches),
+         fmt::format("raise --micro-batch or dp so that global batch / (dp x micro-batch) <= {}",
+                     kMaxMicroBatches));
+  }
   // Schedule and interleaving.
   if (plan.schedule == ScheduleKind::kInterleaved) {
     if (plan.vpp < 2) {

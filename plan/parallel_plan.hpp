@@ -153,6 +153,9 @@ struct ParallelPlan {
 inline constexpr int64_t kMaxRanks = int64_t{1} << 24;      // each of dp, tp, pp, vpp; GPUs
 inline constexpr int64_t kMaxSequences = int64_t{1} << 32;  // micro- and global batch
 inline constexpr int64_t kMaxSeqLen = int64_t{1} << 24;     // tokens per sequence
+// Micro-batches per step per pipeline: the graph holds each op's tasks for each, and real runs
+// use thousands at most (GPT-3 175B on 1,536 sequences with dp 1: 1,536).
+inline constexpr int64_t kMaxMicroBatches = int64_t{1} << 16;
 
 // The plan's sizes alone, before anything divides by them: each count within [1, its bound],
 // uneven stage layers >= 0. Throws InputError naming `where` and the field with its flag.

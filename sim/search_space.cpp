@@ -12,12 +12,17 @@ namespace strata {
 
 namespace {
 
+// In increasing order, by trial division up to sqrt(n): a global batch of 2^32 costs 2^16 steps.
 std::vector<int64_t> divisors(int64_t n) {
-  std::vector<int64_t> found;
-  for (int64_t d = 1; d <= n; ++d) {
-    if (n % d == 0) found.push_back(d);
+  std::vector<int64_t> low;
+  std::vector<int64_t> high;
+  for (int64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
   }
-  return found;
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 struct ScheduleChoice {
