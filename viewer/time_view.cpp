@@ -109,7 +109,10 @@ bool parse_time(std::string text, double& ns) {
   const double value = std::strtod(text.c_str(), &end);
   if (end != text.c_str() + text.size() || !std::isfinite(value)) return false;
   ns = value * scale;
-  return true;
+  // Within a day either side of the step's start: beyond it no step lies, and the axis' tick loop
+  // would run without end.
+  constexpr double kDayNs = 86400e9;
+  return std::abs(ns) <= kDayNs;
 }
 
 }  // namespace
@@ -120,7 +123,9 @@ TimeRange parse_time_range(const std::string& text, const std::string& flag) {
   if (colon == std::string::npos || !parse_time(text.substr(0, colon), range.begin_ns) ||
       !parse_time(text.substr(colon + 1), range.end_ns) || range.end_ns <= range.begin_ns) {
     throw InputError("command line", flag,
-                     fmt::format("'{}' is not a time range T0:T1 with T0 < T1", text),
+                     fmt::format("'{}' is not a time range T0:T1 with T0 < T1, each within a day "
+                                 "of the step's start",
+                                 text),
                      "write e.g. --range 0:1.5ms or --range 200:800 (microseconds; units ns, "
                      "us, ms, s)");
   }
