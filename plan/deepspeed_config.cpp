@@ -80,19 +80,13 @@ constexpr Unmodeled kOffloadUnmodeled[] = {
     {"pipeline_write", "NVMe"},
 };
 
-template <size_t N>
-std::vector<std::string_view> known_keys(std::initializer_list<std::string_view> modeled,
-                                         const Unmodeled (&unmodeled)[N]) {
-  std::vector<std::string_view> keys(modeled);
-  for (const Unmodeled& key : unmodeled) keys.push_back(key.key);
-  return keys;
-}
-
 // Refuses keys in neither list; notes each unmodeled key the object has, with why.
 template <size_t N>
 void check_keys(const JsonFields& fields, std::initializer_list<std::string_view> modeled,
                 const Unmodeled (&unmodeled)[N], DeepSpeedConfig& config) {
-  fields.refuse_unknown(known_keys(modeled, unmodeled));
+  std::vector<std::string_view> known(modeled);
+  for (const Unmodeled& key : unmodeled) known.push_back(key.key);
+  fields.refuse_unknown(known);
   for (const Unmodeled& key : unmodeled) {
     if (fields.has(key.key)) {
       config.unmodeled.push_back(fmt::format("{} ({})", fields.field_name(key.key), key.why));

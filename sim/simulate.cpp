@@ -191,11 +191,11 @@ class GraphMapper {
       // Horovod's background thread: the reduction launches at its next wake.
       return {.kind = ActivityKind::kTick, .duration_ns = compiled_.plan.cycle_time_ns};
     }
-    const OpShape& host_op = graph_.op(task.op);
     if (task.stream == Stream::kHost) {
       // The host thread: issuing work, or the offloaded optimizer step it runs itself; a delay,
       // slowed by nothing on the GPU. A CPU host's ranks are their own host threads and pay
       // dispatch in their computes.
+      const OpShape& host_op = graph_.op(task.op);
       const DeviceSpec& device = devices_[static_cast<size_t>(rank.efficiency)];
       if (host_op.kind != OpKind::kHost) {
         return {.kind = ActivityKind::kDelay, .duration_ns = host_compute_time_ns(device, host_op)};
