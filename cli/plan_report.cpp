@@ -86,14 +86,28 @@ std::string count_text(int64_t count) {
   return fmt::format("{}", count);
 }
 
+// The architecture's departures from a plain pre-norm block, as the report names them.
+std::string model_details(const ModelSpec& m) {
+  std::string text;
+  if (m.head_size > 0 && m.head_size * m.heads != m.hidden)
+    text += fmt::format(", head_dim {}", m.head_dim());
+  if (m.block != LayerBlock::kPreNorm) text += fmt::format(", {} block", to_string(m.block));
+  if (m.qk_norm != QkNorm::kNone) text += fmt::format(", QK-norm ({})", to_string(m.qk_norm));
+  if (m.tied_embeddings) text += ", tied embeddings";
+  if (m.sliding_window > 0) {
+    text += fmt::format(", sliding window {}", m.sliding_window);
+    if (m.global_every > 0) text += fmt::format(" (1 layer in {} global)", m.global_every);
+  }
+  return text;
+}
+
 std::string model_line(const ModelSpec& m) {
   return fmt::format(
       "model    {}: {} parameters; {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}, "
-      "{}, {}, {} positions{}{}",
+      "{}, {}, {} positions{}",
       m.name, count_text(count_parameters(m).total), m.layers, m.hidden, m.heads, m.kv_heads,
       m.ffn_hidden, m.vocab, to_string(m.norm), to_string(m.mlp), to_string(m.position),
-      m.tied_embeddings ? ", tied embeddings" : "",
-      m.sliding_window > 0 ? fmt::format(", sliding window {}", m.sliding_window) : "");
+      model_details(m));
 }
 
 std::string cluster_line(const ClusterSpec& cluster, int64_t gpus) {

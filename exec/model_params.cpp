@@ -48,8 +48,15 @@ void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
   if (model.kv_heads != model.heads)
     refuse("kv_heads", "the CPU executor runs multi-head attention only (kv_heads == heads)");
   if (model.dropout) refuse("dropout", "the CPU executor has no dropout kernel");
-  if (!model.qkv_bias || !model.linear_bias)
+  if (!model.qkv_bias || !model.out_bias || !model.linear_bias || model.head_bias)
     refuse("linear_bias", "the CPU executor runs GPT-2's biased projections only");
+  if (model.block != LayerBlock::kPreNorm)
+    refuse("block", "the CPU executor runs GPT-2's pre-norm block only");
+  if (model.qk_norm != QkNorm::kNone) refuse("qk_norm", "the CPU executor has no QK-norm");
+  if (model.head_size != 0 && model.head_size * model.heads != model.hidden)
+    refuse("head_dim", "the CPU executor runs heads of hidden / heads only");
+  if (model.sliding_window != 0)
+    refuse("sliding_window", "the CPU executor runs full causal attention only");
   if (plan.recompute_layers > 0) {
     throw InputError(where, "recompute_layers (--recompute-num-layers)",
                      "the CPU executor recomputes every layer or none",

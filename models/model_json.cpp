@@ -12,17 +12,23 @@ nlohmann::json model_to_json(const ModelSpec& model) {
       {"hidden", model.hidden},
       {"heads", model.heads},
       {"kv_heads", model.kv_heads},
+      {"head_dim", model.head_dim()},
       {"ffn_hidden", model.ffn_hidden},
       {"vocab", model.vocab},
       {"max_seq", model.max_seq},
       {"norm", to_string(model.norm)},
       {"mlp", to_string(model.mlp)},
       {"position", to_string(model.position)},
+      {"block", to_string(model.block)},
+      {"qk_norm", to_string(model.qk_norm)},
       {"tied_embeddings", model.tied_embeddings},
       {"qkv_bias", model.qkv_bias},
+      {"out_bias", model.out_bias},
       {"linear_bias", model.linear_bias},
+      {"head_bias", model.head_bias},
       {"dropout", model.dropout},
       {"sliding_window", model.sliding_window},
+      {"global_every", model.global_every},
   };
 }
 

@@ -20,16 +20,24 @@ std::span<const EmbeddedFile> embedded_model_zoo();
 
 namespace {
 
-// Hugging Face `model_type` values whose architecture a ModelSpec describes exactly (up to the
-// bias note in parse_hf_config).
-constexpr std::string_view kHfModelTypes[] = {"llama", "mistral", "qwen2", "gpt_neox"};
+// Hugging Face `model_type` values whose architecture a ModelSpec describes exactly
+// (parse_hf_config).
+constexpr std::string_view kHfModelTypes[] = {"llama",    "mistral",     "qwen2",  "qwen3",
+                                              "gemma2",   "gemma3_text", "phi3",   "olmo2",
+                                              "gpt_neox", "gptj",        "falcon", "starcoder2"};
+
+// Mixture-of-experts families: their experts, router and all-to-all are not modelled yet.
+constexpr std::string_view kMoeModelTypes[] = {
+    "mixtral", "qwen2_moe", "qwen3_moe",  "deepseek_v2", "deepseek_v3", "dbrx",
+    "jamba",   "olmoe",     "granitemoe", "phimoe",      "llama4",      "llama4_text"};
 
 // The fields of a native model file (models/README.md). Anything else is refused so that a typo
 // ("hiden") is an error instead of a silently ignored field.
 constexpr std::string_view kNativeFields[] = {
-    "name",     "layers",      "hidden",  "heads",         "kv_heads", "ffn_hidden",
-    "vocab",    "max_seq",     "norm",    "mlp",           "position", "tied_embeddings",
-    "qkv_bias", "linear_bias", "dropout", "sliding_window"};
+    "name",       "layers",  "hidden",          "heads",       "kv_heads", "head_dim",
+    "ffn_hidden", "vocab",   "max_seq",         "norm",        "mlp",      "position",
+    "block",      "qk_norm", "tied_embeddings", "qkv_bias",    "out_bias", "linear_bias",
+    "head_bias",  "dropout", "sliding_window",  "global_every"};
 
 std::string supported_types_text() {
   return fmt::format("{} (Hugging Face config.json) and gpt2 (GPT-2 config.json)",
@@ -42,11 +50,12 @@ std::string hf_name(const JsonFields& fields, const std::string& model_type) {
   return name && !name->empty() ? *name : model_type;
 }
 
-// A ModelSpec derives head_dim as hidden / heads. Checked here, against the config's own field
-// names, so the message points at what the user wrote rather than at ModelSpec's names.
+// Without a stated head_dim a ModelSpec derives it as hidden / heads. Checked here, against the
+// config's own field names, so the message points at what the user wrote rather than at ModelSpec's
+// names.
 void check_heads(const JsonFields& fields, const ModelSpec& model, std::string_view hidden_key,
                  std::string_view heads_key, std::string_view kv_heads_key) {
-  if (model.hidden % model.heads != 0) {
+  if (model.head_size == 0 && model.hidden % model.heads != 0) {
     fields.fail(heads_key,
                 fmt::format("{} {} is not divisible by {} {}", hidden_key, model.hidden, heads_key,
                             model.heads),
@@ -61,20 +70,6 @@ void check_heads(const JsonFields& fields, const ModelSpec& model, std::string_v
   }
 }
 
-// Some newer configs (Mistral-Nemo, Llama 3.1+) state "head_dim". When it differs from
-// hidden_size / num_attention_heads the attention projections are not square and a ModelSpec
-// would miscount them, so such models are refused rather than approximated.
-void check_hf_head_dim(const JsonFields& fields, const ModelSpec& model) {
-  if (!fields.has("head_dim")) return;
-  const int64_t head_dim = fields.positive_int("head_dim");
-  if (head_dim != model.head_dim()) {
-    fields.fail("head_dim",
-                fmt::format("{} differs from hidden_size / num_attention_heads = {} / {} = {}",
-                            head_dim, model.hidden, model.heads, model.head_dim()),
-                "Strata models head_dim = hidden / heads; this model is not supported yet");
-  }
-}
-
 }  // namespace
 
 ModelFormat detect_model_format(const nlohmann::json& config, const std::string& where) {
@@ -86,6 +81,21 @@ ModelFormat detect_model_format(const nlohmann::json& config, const std::string&
       return ModelFormat::kHuggingFace;
     }
     if (type == "gpt2") return ModelFormat::kGpt2;
+    if (std::find(std::begin(kMoeModelTypes), std::end(kMoeModelTypes), type) !=
+        std::end(kMoeModelTypes)) {
+      fields.fail("model_type",
+                  fmt::format("'{}' is a mixture-of-experts model, and experts (their router, "
+                              "all-to-all dispatch and expert parallelism) are not modelled yet",
+                              type),
+                  fmt::format("plan a dense model: {}", supported_types_text()));
+    }
+    if (type == "gemma3") {
+      fields.fail("model_type",
+                  "'gemma3' is Gemma 3's image-and-text model, and its vision tower is not "
+                  "modelled",
+                  "plan its language model: save the \"text_config\" object as a config.json of "
+                  "its own with \"model_type\": \"gemma3_text\"");
+    }
     fields.fail("model_type", fmt::format("'{}' is not a supported model type", type),
                 fmt::format("supported model types: {}; or describe the model in Strata's native "
                             "format (see models/README.md)",
@@ -116,100 +126,282 @@ ModelSpec parse_native_model(const nlohmann::json& config, const std::string& wh
   model.ffn_hidden = fields.optional_positive_int("ffn_hidden").value_or(4 * model.hidden);
   model.vocab = fields.positive_int("vocab");
   model.max_seq = fields.positive_int("max_seq");
+  if (fields.has("head_dim")) model.head_size = fields.positive_int("head_dim");
   if (fields.has("norm")) {
     model.norm = fields.choice("norm", {"layernorm", "rmsnorm"}) == "layernorm"
                      ? NormKind::kLayerNorm
                      : NormKind::kRmsNorm;
   }
   if (fields.has("mlp")) {
-    model.mlp =
-        fields.choice("mlp", {"gelu", "swiglu"}) == "gelu" ? MlpKind::kGelu : MlpKind::kSwiGlu;
+    const std::string mlp = fields.choice("mlp", {"gelu", "swiglu", "geglu"});
+    model.mlp = mlp == "gelu"     ? MlpKind::kGelu
+                : mlp == "swiglu" ? MlpKind::kSwiGlu
+                                  : MlpKind::kGeGlu;
   }
   if (fields.has("position")) {
     model.position = fields.choice("position", {"learned", "rotary"}) == "learned"
                          ? PositionKind::kLearned
                          : PositionKind::kRotary;
   }
+  if (fields.has("block")) {
+    const std::string block = fields.choice(
+        "block", {"pre_norm", "post_norm", "sandwich", "parallel", "parallel_two_norms"});
+    for (const LayerBlock kind :
+         {LayerBlock::kPreNorm, LayerBlock::kPostNorm, LayerBlock::kSandwich, LayerBlock::kParallel,
+          LayerBlock::kParallelTwoNorms}) {
+      if (block == to_string(kind)) model.block = kind;
+    }
+  }
+  if (fields.has("qk_norm")) {
+    const std::string qk_norm = fields.choice("qk_norm", {"none", "per_head", "whole"});
+    model.qk_norm = qk_norm == "none"       ? QkNorm::kNone
+                    : qk_norm == "per_head" ? QkNorm::kPerHead
+                                            : QkNorm::kWhole;
+  }
   model.tied_embeddings = fields.boolean("tied_embeddings", true);
   model.qkv_bias = fields.boolean("qkv_bias", true);
   model.linear_bias = fields.boolean("linear_bias", true);
+  model.out_bias = fields.boolean("out_bias", model.linear_bias);
+  model.head_bias = fields.boolean("head_bias", false);
   model.dropout = fields.boolean("dropout", true);
   if (fields.has("sliding_window"))
     model.sliding_window = fields.non_negative_int("sliding_window");
+  if (fields.has("global_every")) model.global_every = fields.non_negative_int("global_every");
   return model;
 }
 
-// Hugging Face config.json of the Llama family (transformers' LlamaConfig, MistralConfig,
-// Qwen2Config) and of GPT-NeoX (GPTNeoXConfig). Fields the parameter count and the step do not
-// depend on (rope_theta, rms_norm_eps, torch_dtype ...) are ignored.
+namespace {
+
+// Which layers attend through the window, from transformers' "layer_types" list (newer configs:
+// "sliding_attention" or "full_attention" per layer). A ModelSpec holds one global layer every n
+// (layers n-1, 2n-1, ...) or none; any other pattern is refused.
+void read_layer_types(const JsonFields& fields, ModelSpec& model) {
+  if (!fields.has("layer_types")) return;
+  const nlohmann::json& types = fields.at("layer_types");
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != model.layers) {
+    fields.fail("layer_types",
+                fmt::format("must list one attention type per layer ({} entries)", model.layers),
+                "give \"sliding_attention\" or \"full_attention\" for each layer");
+  }
+  std::vector<bool> global;
+  for (const nlohmann::json& type : types) {
+    if (type != "sliding_attention" && type != "full_attention") {
+      fields.fail("layer_types", "entries must be \"sliding_attention\" or \"full_attention\"",
+                  "give one of the two for each layer");
+    }
+    global.push_back(type == "full_attention");
+  }
+  const auto first_global = std::find(global.begin(), global.end(), true);
+  if (first_global == global.end()) {
+    model.global_every = 0;
+    return;
+  }
+  const int64_t every = first_global - global.begin() + 1;
+  for (size_t i = 0; i < global.size(); ++i) {
+    if (global[i] != ((static_cast<int64_t>(i) + 1) % every == 0)) {
+      fields.fail(
+          "layer_types",
+          fmt::format("layer {} breaks the pattern of one full-attention layer every {}", i, every),
+          "Strata models windowed layers with one global layer every n layers (Gemma 2 "
+          "and 3); this pattern is not supported yet");
+    }
+  }
+  model.global_every = every == 1 ? 0 : every;
+  if (every == 1) model.sliding_window = 0;  // every layer attends globally
+}
+
+// A window that may be null (no window) or absent.
+int64_t optional_window(const JsonFields& fields, std::string_view key, int64_t fallback) {
+  if (!fields.has(key)) return fallback;
+  return fields.at(key).is_null() ? 0 : fields.positive_int(key);
+}
+
+// Qwen2 and Qwen3 use their "sliding_window" only with "use_sliding_window": true, and then on the
+// layers from "max_window_layers" on: a pattern a ModelSpec cannot hold yet, so refused.
+void refuse_qwen_window(const JsonFields& fields) {
+  if (fields.boolean("use_sliding_window", false)) {
+    fields.fail("use_sliding_window",
+                "Qwen's sliding window applies to the layers from max_window_layers on, and "
+                "such per-layer windows are not modelled yet",
+                "set \"use_sliding_window\": false (every layer attends to the whole sequence)");
+  }
+}
+
+// GPT-J config.json (transformers' GPTJConfig; EleutherAI's GPT-J-6B): GPT-2's key names, rotary
+// positions on "rotary_dim" of each head (no parameters), attention and MLP in parallel after one
+// LayerNorm (GPTJBlock), no bias on q/k/v/out_proj, biased fc_in/fc_out, and an untied LM head with
+// a bias (GPTJForCausalLM's lm_head).
+ModelSpec parse_gptj_config(const JsonFields& fields) {
+  ModelSpec model;
+  model.name = hf_name(fields, "gptj");
+  model.layers = fields.positive_int("n_layer");
+  model.hidden = fields.positive_int("n_embd");
+  model.heads = fields.positive_int("n_head");
+  model.kv_heads = model.heads;
+  model.ffn_hidden = fields.optional_positive_int("n_inner").value_or(4 * model.hidden);
+  model.vocab = fields.positive_int("vocab_size");
+  model.max_seq = fields.positive_int("n_positions");
+  check_heads(fields, model, "n_embd", "n_head", "");
+  model.norm = NormKind::kLayerNorm;
+  model.mlp = MlpKind::kGelu;
+  model.position = PositionKind::kRotary;
+  model.block = LayerBlock::kParallel;
+  model.tied_embeddings = fields.boolean("tie_word_embeddings", false);
+  model.qkv_bias = false;
+  model.out_bias = false;
+  model.linear_bias = true;
+  model.head_bias = !model.tied_embeddings;
+  model.dropout = false;  // the released model trained without dropout
+  return model;
+}
+
+// Falcon config.json (transformers' FalconConfig; TII's Falcon 7B/40B/180B). FalconDecoderLayer:
+// with "new_decoder_architecture" (40B, 180B) attention and MLP run in parallel, each after a
+// LayerNorm of its own (ln_attn, ln_mlp; one shared when "num_ln_in_parallel_attn" is 1), with
+// "num_kv_heads" grouped K/V heads; otherwise "parallel_attn" (7B) puts them in parallel after one
+// input_layernorm, and "multi_query" gives one K/V head. "bias" (default false) applies to every
+// projection. The MLP is dense_h_to_4h, GELU, dense_4h_to_h ("ffn_hidden_size", default 4 h); the
+// LM head is tied (the config's default); max_position_embeddings defaults to 2048. ALiBi
+// ("alibi": true, the Falcon-RW models) is refused.
+ModelSpec parse_falcon_config(const JsonFields& fields, ModelSpec model) {
+  if (fields.boolean("alibi", false)) {
+    fields.fail("alibi", "ALiBi attention biases are not modelled",
+                "plan a rotary Falcon (\"alibi\": false, every Falcon 7B/40B/180B)");
+  }
+  model.ffn_hidden = fields.optional_positive_int("ffn_hidden_size").value_or(4 * model.hidden);
+  model.max_seq = fields.optional_positive_int("max_position_embeddings").value_or(2048);
+  model.norm = NormKind::kLayerNorm;
+  model.mlp = MlpKind::kGelu;
+  model.tied_embeddings = fields.boolean("tie_word_embeddings", true);
+  const bool bias = fields.boolean("bias", false);
+  model.qkv_bias = model.out_bias = model.linear_bias = bias;
+  if (fields.boolean("new_decoder_architecture", false)) {
+    model.kv_heads = fields.optional_positive_int("num_kv_heads").value_or(model.heads);
+    const bool shared_norm = fields.optional_positive_int("num_ln_in_parallel_attn") == 1;
+    model.block = shared_norm ? LayerBlock::kParallel : LayerBlock::kParallelTwoNorms;
+  } else {
+    model.kv_heads = fields.boolean("multi_query", true) ? 1 : model.heads;
+    model.block =
+        fields.boolean("parallel_attn", true) ? LayerBlock::kParallel : LayerBlock::kPreNorm;
+  }
+  return model;
+}
+
+}  // namespace
+
+// Hugging Face config.json of the dense decoder families, as transformers' modeling files build
+// them. Common keys: num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads
+// (default: heads), intermediate_size, vocab_size, max_position_embeddings, tie_word_embeddings,
+// head_dim (when stated, the per-head width, which may differ from hidden / heads: Qwen3, Gemma,
+// Mistral-Nemo), attention_dropout (dropout when above 0). Keys the parameter count and the step
+// do not depend on (rope_theta, rms_norm_eps, torch_dtype, initializer_range ...) are ignored.
 //
-// Sliding-window attention: Mistral's "sliding_window" (4096 in Mistral-7B-v0.1; null from v0.2,
-// which attends to the whole sequence) applies to every layer (transformers' MistralAttention).
-// Qwen2 uses its "sliding_window" only with "use_sliding_window": true, and then on the layers
-// from "max_window_layers" on: a per-layer window that a ModelSpec cannot hold yet, so refused.
-//
-// Biases, as transformers' modeling files build them:
-//  - llama: q/k/v/o_proj carry a bias when "attention_bias", gate/up/down_proj when "mlp_bias"
-//    (both default false). ModelSpec groups the o_proj bias with the MLP biases under
-//    linear_bias, so qkv_bias = attention_bias and linear_bias = mlp_bias: exact when the two
-//    flags agree (every released Llama checkpoint: both false); otherwise the count is off by
-//    the o_proj bias, `hidden` parameters per layer;
-//  - mistral: no biases (MistralAttention and MistralMLP hard-code bias=False);
-//  - qwen2: q/k/v_proj have a bias, o_proj and the MLP do not;
-//  - gpt_neox: the fused query_key_value and dense projections carry a bias when
-//    "attention_bias" (default true), the MLP always does: qkv_bias = attention_bias,
-//    linear_bias = true (the same o_proj caveat as llama).
-// tie_word_embeddings defaults to false as in all four config classes.
+// Per family (norm, MLP, block, biases, QK-norm, windows; all rotary):
+//  - llama, mistral, qwen2, qwen3, phi3: RMSNorm before attention and MLP, SwiGLU. Biases: llama
+//    q/k/v/o_proj when "attention_bias", gate/up/down_proj when "mlp_bias" (both default false);
+//    mistral and phi3 none; qwen2 q/k/v_proj only; qwen3 q/k/v/o_proj when "attention_bias". Qwen3
+//    has a per-head RMSNorm on Q and K (q_norm, k_norm of head_dim). Mistral's and Phi-3's
+//    "sliding_window" (null: none) applies to every layer; Qwen's only with use_sliding_window.
+//  - gemma2, gemma3_text: RMSNorm before and after attention and MLP (input_layernorm,
+//    post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm), GeGLU
+//    (gelu_pytorch_tanh), q/k/v/o_proj biases when "attention_bias", head_dim default 256, tied
+//    embeddings. Gemma 2 windows its even layers (layer_idx % 2 == 0: Gemma2Attention); Gemma 3
+//    all but every "sliding_window_pattern"-th (default 6) and adds per-head QK-norm.
+//  - olmo2: RMSNorm after attention and after the MLP (post_attention_layernorm,
+//    post_feedforward_layernorm), SwiGLU, q/k/v/o_proj biases when "attention_bias", and RMSNorm
+//    over all of Q and all of K (q_norm of heads x head_dim, k_norm of kv_heads x head_dim).
+//  - gpt_neox: LayerNorm, GELU; the fused query_key_value and dense projections carry a bias when
+//    "attention_bias" (default true), the MLP always; with "use_parallel_residual" (default true:
+//    Pythia, GPT-NeoX-20B) attention and MLP run in parallel, each after its own LayerNorm.
+//  - starcoder2: LayerNorm before attention and MLP, GELU (c_fc, c_proj), every projection biased
+//    when "use_bias" (default true), "sliding_window" on every layer, dropout from
+//    "residual_dropout", "embedding_dropout" or "attention_dropout".
+//  - falcon, gptj: parse_falcon_config, parse_gptj_config.
+// "layer_types" (newer configs), when present, states which layers are windowed.
 ModelSpec parse_hf_config(const nlohmann::json& config, const std::string& where) {
   const JsonFields fields(config, where);
-  const std::string type = fields.choice("model_type", {"llama", "mistral", "qwen2", "gpt_neox"});
+  const std::string type = fields.string("model_type");
+  if (type == "gptj") return parse_gptj_config(fields);
   ModelSpec model;
   model.name = hf_name(fields, type);
   model.layers = fields.positive_int("num_hidden_layers");
   model.hidden = fields.positive_int("hidden_size");
   model.heads = fields.positive_int("num_attention_heads");
-  // GPT-NeoX has no grouped-query attention: one K and V head per query head.
-  model.kv_heads = type == "gpt_neox"
-                       ? model.heads
-                       : fields.optional_positive_int("num_key_value_heads").value_or(model.heads);
-  model.ffn_hidden = fields.positive_int("intermediate_size");
+  model.kv_heads = fields.optional_positive_int("num_key_value_heads").value_or(model.heads);
   model.vocab = fields.positive_int("vocab_size");
-  model.max_seq = fields.positive_int("max_position_embeddings");
-  model.tied_embeddings = fields.boolean("tie_word_embeddings", false);
-  check_heads(fields, model, "hidden_size", "num_attention_heads",
-              type == "gpt_neox" ? "" : "num_key_value_heads");
-  check_hf_head_dim(fields, model);
-
   model.position = PositionKind::kRotary;
-  model.dropout = false;  // these configs train without dropout (attention_dropout 0.0)
-  if (type == "gpt_neox") {
-    model.norm = NormKind::kLayerNorm;
-    model.mlp = MlpKind::kGelu;
-    model.qkv_bias = fields.boolean("attention_bias", true);
-    model.linear_bias = true;
+  model.dropout = fields.has("attention_dropout") &&
+                  fields.positive_number("attention_dropout", /*allow_zero=*/true) > 0;
+  const bool gemma = type == "gemma2" || type == "gemma3_text";
+  // Gemma2Config and Gemma3TextConfig default head_dim to 256; Qwen3Config to 128.
+  const std::optional<int64_t> head_dim = fields.optional_positive_int("head_dim");
+  model.head_size = head_dim.value_or(gemma ? 256 : type == "qwen3" ? 128 : 0);
+  if (type == "falcon") {
+    model = parse_falcon_config(fields, model);
+    check_heads(fields, model, "hidden_size", "num_attention_heads", "num_kv_heads");
     return model;
   }
+  model.ffn_hidden = fields.positive_int("intermediate_size");
+  model.max_seq = fields.positive_int("max_position_embeddings");
+  // The config classes' defaults: Gemma's and Starcoder2's tie (PretrainedConfig's default),
+  // the others set false.
+  model.tied_embeddings = fields.boolean("tie_word_embeddings", gemma || type == "starcoder2");
+  if (type == "gpt_neox") {
+    model.kv_heads = model.heads;  // no grouped-query attention
+    model.head_size = 0;
+  }
+  check_heads(fields, model, "hidden_size", "num_attention_heads", "num_key_value_heads");
+
   model.norm = NormKind::kRmsNorm;
   model.mlp = MlpKind::kSwiGlu;
-  if (type == "qwen2") {
-    model.qkv_bias = true;
-    model.linear_bias = false;
-    if (fields.boolean("use_sliding_window", false)) {
-      fields.fail("use_sliding_window",
-                  "Qwen2's sliding window applies to the layers from max_window_layers on, and "
-                  "per-layer windows are not modelled yet",
-                  "set \"use_sliding_window\": false (every layer attends to the whole sequence)");
-    }
-  } else if (type == "mistral") {
-    model.qkv_bias = false;
-    model.linear_bias = false;
-    if (fields.has("sliding_window") && !fields.at("sliding_window").is_null()) {
-      model.sliding_window = fields.positive_int("sliding_window");
-    }
-  } else {
-    model.qkv_bias = fields.boolean("attention_bias", false);
+  model.block = LayerBlock::kPreNorm;
+  model.qkv_bias = model.out_bias = model.linear_bias = false;
+  const bool attention_bias = fields.boolean("attention_bias", false);
+  if (type == "llama") {
+    model.qkv_bias = model.out_bias = attention_bias;
     model.linear_bias = fields.boolean("mlp_bias", false);
+  } else if (type == "mistral" || type == "phi3") {
+    model.sliding_window = optional_window(fields, "sliding_window", 0);
+  } else if (type == "qwen2") {
+    model.qkv_bias = true;
+    refuse_qwen_window(fields);
+  } else if (type == "qwen3") {
+    model.qkv_bias = model.out_bias = attention_bias;
+    model.qk_norm = QkNorm::kPerHead;
+    refuse_qwen_window(fields);
+  } else if (gemma) {
+    model.mlp = MlpKind::kGeGlu;
+    model.block = LayerBlock::kSandwich;
+    model.qkv_bias = model.out_bias = attention_bias;
+    model.sliding_window = optional_window(fields, "sliding_window", 4096);
+    if (type == "gemma2") {
+      model.global_every = 2;
+    } else {
+      model.qk_norm = QkNorm::kPerHead;
+      model.global_every = fields.optional_positive_int("sliding_window_pattern").value_or(6);
+    }
+  } else if (type == "olmo2") {
+    model.block = LayerBlock::kPostNorm;
+    model.qkv_bias = model.out_bias = attention_bias;
+    model.qk_norm = QkNorm::kWhole;
+  } else if (type == "gpt_neox") {
+    model.norm = NormKind::kLayerNorm;
+    model.mlp = MlpKind::kGelu;
+    model.qkv_bias = model.out_bias = fields.boolean("attention_bias", true);
+    model.linear_bias = true;
+    if (fields.boolean("use_parallel_residual", true)) model.block = LayerBlock::kParallelTwoNorms;
+  } else if (type == "starcoder2") {
+    model.norm = NormKind::kLayerNorm;
+    model.mlp = MlpKind::kGelu;
+    model.qkv_bias = model.out_bias = model.linear_bias = fields.boolean("use_bias", true);
+    model.sliding_window = optional_window(fields, "sliding_window", 0);
+    for (const char* key : {"residual_dropout", "embedding_dropout"}) {
+      if (fields.has(key) && fields.positive_number(key, /*allow_zero=*/true) > 0)
+        model.dropout = true;
+    }
   }
+  read_layer_types(fields, model);
+  if (model.sliding_window == 0) model.global_every = 0;
   return model;
 }
 

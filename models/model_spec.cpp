@@ -6,49 +6,90 @@
 
 namespace strata {
 
+int64_t ModelSpec::norms_per_layer() const {
+  switch (block) {
+    case LayerBlock::kParallel:
+      return 1;
+    case LayerBlock::kSandwich:
+      return 4;
+    case LayerBlock::kPreNorm:
+    case LayerBlock::kPostNorm:
+    case LayerBlock::kParallelTwoNorms:
+      return 2;
+  }
+  return 2;
+}
+
+int64_t ModelSpec::window_of(int64_t layer) const {
+  if (global_every > 0 && (layer + 1) % global_every == 0) return 0;
+  return sliding_window;
+}
+
+int64_t ModelSpec::windowed_layers() const {
+  if (sliding_window == 0) return 0;
+  return global_every > 0 ? layers - layers / global_every : layers;
+}
+
 ParameterCount count_parameters(const ModelSpec& model) {
   const int64_t h = model.hidden;
+  const int64_t q = model.q_hidden();
   const int64_t kv = model.kv_hidden();
   const int64_t f = model.ffn_hidden;
   ParameterCount count;
-  // Q (h x h), K and V (h x kv each), output (h x h).
-  count.attention = h * h + 2 * h * kv + h * h;
-  if (model.qkv_bias) count.attention += h + 2 * kv;
-  if (model.linear_bias) count.attention += h;
-  // GELU: up (h x f) and down (f x h). SwiGLU: gate and up (h x f each) and down (f x h).
-  const int64_t up_matrices = model.mlp == MlpKind::kSwiGlu ? 2 : 1;
+  // Q (h x q), K and V (h x kv each), output (q x h).
+  count.attention = h * q + 2 * h * kv + q * h;
+  if (model.qkv_bias) count.attention += q + 2 * kv;
+  if (model.out_bias) count.attention += h;
+  // GELU: up (h x f) and down (f x h). Gated: gate and up (h x f each) and down (f x h).
+  const int64_t up_matrices = model.gated_mlp() ? 2 : 1;
   count.mlp = up_matrices * h * f + f * h;
   if (model.linear_bias) count.mlp += up_matrices * f + h;
   const int64_t norm_params = model.norm == NormKind::kLayerNorm ? 2 * h : h;
-  count.norms = 2 * norm_params;
+  count.norms = model.norms_per_layer() * norm_params;
+  // QK-norms are RMSNorms (weights only) in every family that has them.
+  if (model.qk_norm == QkNorm::kPerHead) count.norms += 2 * model.head_dim();
+  if (model.qk_norm == QkNorm::kWhole) count.norms += q + kv;
   count.per_layer = count.attention + count.mlp + count.norms;
   count.embedding = model.vocab * h;
   if (model.position == PositionKind::kLearned) count.embedding += model.max_seq * h;
   count.final_norm = norm_params;
-  count.lm_head = model.tied_embeddings ? 0 : model.vocab * h;
+  count.lm_head = model.tied_embeddings ? 0 : model.vocab * h + (model.head_bias ? model.vocab : 0);
   count.total = model.layers * count.per_layer + count.embedding + count.final_norm + count.lm_head;
   return count;
 }
 
+// Upper bounds on a model's sizes, far above any model trained (Llama 3 405B: 126 layers, hidden
+// 16,384, ffn 53,248, vocabulary 128,256), chosen so that parameter counts, FLOPs and bytes stay
+// within 64-bit integers for every plan validate_plan_sizes accepts.
+constexpr int64_t kMaxLayers = int64_t{1} << 16;
+constexpr int64_t kMaxWidth = int64_t{1} << 20;  // hidden, ffn_hidden, q and kv widths
+constexpr int64_t kMaxHeads = int64_t{1} << 14;
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxPositions = int64_t{1} << 24;  // max_seq and sliding_window
+
 void validate_model(const ModelSpec& model, const std::string& where) {
-  const auto require_positive = [&](int64_t value, const char* field) {
-    if (value < 1) {
-      throw InputError(where, field, fmt::format("must be at least 1, found {}", value),
-                       "give a positive whole number");
+  const auto require_range = [&](int64_t value, const char* field, int64_t low, int64_t high) {
+    if (value < low || value > high) {
+      throw InputError(where, field,
+                       fmt::format("must be from {} to {}, found {}", low, high, value),
+                       fmt::format("give a whole number from {} to {}", low, high));
     }
   };
-  require_positive(model.layers, "layers");
-  require_positive(model.hidden, "hidden");
-  require_positive(model.heads, "heads");
-  require_positive(model.kv_heads, "kv_heads");
-  require_positive(model.ffn_hidden, "ffn_hidden");
-  require_positive(model.vocab, "vocab");
-  require_positive(model.max_seq, "max_seq");
-  if (model.hidden % model.heads != 0) {
+  require_range(model.layers, "layers", 1, kMaxLayers);
+  require_range(model.hidden, "hidden", 1, kMaxWidth);
+  require_range(model.heads, "heads", 1, kMaxHeads);
+  require_range(model.kv_heads, "kv_heads", 1, kMaxHeads);
+  require_range(model.ffn_hidden, "ffn_hidden", 1, kMaxWidth);
+  require_range(model.vocab, "vocab", 1, kMaxVocab);
+  require_range(model.max_seq, "max_seq", 1, kMaxPositions);
+  require_range(model.head_size, "head_dim", 0, kMaxWidth);
+  require_range(model.sliding_window, "sliding_window", 0, kMaxPositions);
+  require_range(model.global_every, "global_every", 0, kMaxLayers);
+  if (model.head_size == 0 && model.hidden % model.heads != 0) {
     throw InputError(
         where, "heads",
         fmt::format("hidden {} is not divisible by heads {}", model.hidden, model.heads),
-        "choose heads that divide the hidden size");
+        "choose heads that divide the hidden size, or state head_dim");
   }
   if (model.heads % model.kv_heads != 0) {
     throw InputError(
@@ -56,14 +97,53 @@ void validate_model(const ModelSpec& model, const std::string& where) {
         fmt::format("heads {} is not divisible by kv_heads {}", model.heads, model.kv_heads),
         "choose kv_heads that divide heads (grouped-query attention)");
   }
+  require_range(model.q_hidden(), "head_dim", 1, kMaxWidth);
 }
 
 const char* to_string(NormKind kind) {
   return kind == NormKind::kLayerNorm ? "layernorm" : "rmsnorm";
 }
-const char* to_string(MlpKind kind) { return kind == MlpKind::kGelu ? "gelu" : "swiglu"; }
+const char* to_string(MlpKind kind) {
+  switch (kind) {
+    case MlpKind::kGelu:
+      return "gelu";
+    case MlpKind::kSwiGlu:
+      return "swiglu";
+    case MlpKind::kGeGlu:
+      return "geglu";
+  }
+  return "?";
+}
 const char* to_string(PositionKind kind) {
   return kind == PositionKind::kLearned ? "learned" : "rotary";
+}
+
+const char* to_string(LayerBlock kind) {
+  switch (kind) {
+    case LayerBlock::kPreNorm:
+      return "pre_norm";
+    case LayerBlock::kPostNorm:
+      return "post_norm";
+    case LayerBlock::kSandwich:
+      return "sandwich";
+    case LayerBlock::kParallel:
+      return "parallel";
+    case LayerBlock::kParallelTwoNorms:
+      return "parallel_two_norms";
+  }
+  return "?";
+}
+
+const char* to_string(QkNorm kind) {
+  switch (kind) {
+    case QkNorm::kNone:
+      return "none";
+    case QkNorm::kPerHead:
+      return "per_head";
+    case QkNorm::kWhole:
+      return "whole";
+  }
+  return "?";
 }
 
 }  // namespace strata

@@ -8,8 +8,25 @@
 namespace strata {
 
 enum class NormKind { kLayerNorm, kRmsNorm };
-enum class MlpKind { kGelu, kSwiGlu };  // GELU: up, act, down. SwiGLU: gate and up, silu*, down.
+// GELU: up, act, down. SwiGLU: gate and up, silu(gate) * up, down. GeGLU (Gemma): the same gated
+// shape with gelu(gate) * up.
+enum class MlpKind { kGelu, kSwiGlu, kGeGlu };
 enum class PositionKind { kLearned, kRotary };
+
+// Where a layer's norms sit, each over the hidden width.
+enum class LayerBlock {
+  kPreNorm,   // x + attn(norm(x)), then + mlp(norm(.)): GPT-2, Llama (2 norms)
+  kPostNorm,  // x + norm(attn(x)), then + norm(mlp(.)): OLMo 2 (2 norms)
+  kSandwich,  // x + norm(attn(norm(x))), then the same around the MLP: Gemma 2 and 3 (4 norms)
+  // Attention and MLP read the same input and both outputs join the residual, x + attn(n(x)) +
+  // mlp(n(x)) (GPT-J, Falcon 7B: 1 norm); under tensor parallelism one reduction serves both.
+  kParallel,
+  kParallelTwoNorms,  // the same with a norm of its own per branch (Falcon 40B/180B: 2 norms)
+};
+
+// A norm over each query and key head before the scores (QK-norm): per head, weights of head_dim
+// shared by every head (Qwen3, Gemma 3), or over all the heads' width at once (OLMo 2).
+enum class QkNorm { kNone, kPerHead, kWhole };
 
 struct ModelSpec {
   std::string name;
@@ -23,23 +40,44 @@ struct ModelSpec {
   NormKind norm = NormKind::kLayerNorm;
   MlpKind mlp = MlpKind::kGelu;
   PositionKind position = PositionKind::kLearned;
+  LayerBlock block = LayerBlock::kPreNorm;
+  QkNorm qk_norm = QkNorm::kNone;
   bool tied_embeddings = true;  // LM head shares the token embedding
   bool qkv_bias = true;         // bias on the Q, K, V projections
-  bool linear_bias = true;      // bias on the attention output and MLP projections
+  bool out_bias = true;         // bias on the attention output projection
+  bool linear_bias = true;      // bias on the MLP projections
+  bool head_bias = false;       // bias on an untied LM head (GPT-J)
   bool dropout = true;          // GPT-style dropout after attention softmax and each block
+  // Per-head width when a config states one that differs from hidden / heads (Qwen3, Gemma:
+  // "head_dim"). 0: hidden / heads.
+  int64_t head_size = 0;
   // Sliding-window attention (Mistral 7B v0.1, Jiang et al. 2023): each query attends to at most
   // this many keys, itself and the ones before it. 0: the whole causal prefix.
   int64_t sliding_window = 0;
+  // With a sliding window, every `global_every`-th layer (layers n-1, 2n-1, ... counting from 0)
+  // attends to the whole prefix instead: Gemma 2 alternates (2), Gemma 3 has one global layer in
+  // six (6). 0: every layer is windowed.
+  int64_t global_every = 0;
 
-  int64_t head_dim() const { return hidden / heads; }
+  int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
+  int64_t q_hidden() const { return heads * head_dim(); }      // width of Q and of the context
   int64_t kv_hidden() const { return kv_heads * head_dim(); }  // width of K (and of V)
+  bool gated_mlp() const { return mlp != MlpKind::kGelu; }     // two up products (gate and up)
+  bool parallel_block() const {
+    return block == LayerBlock::kParallel || block == LayerBlock::kParallelTwoNorms;
+  }
+  int64_t norms_per_layer() const;
+  // The window of layer `layer` (0-based): sliding_window, or 0 on the global layers.
+  int64_t window_of(int64_t layer) const;
+  // Layers with a window and layers attending globally, over the whole model.
+  int64_t windowed_layers() const;
 };
 
 // Parameters of one transformer layer and of the whole model, by part. Counts, not bytes.
 struct ParameterCount {
   int64_t attention = 0;  // Q, K, V, output projections with their biases
   int64_t mlp = 0;        // MLP projections with their biases
-  int64_t norms = 0;      // the two norms of a layer (weight, and bias for LayerNorm)
+  int64_t norms = 0;      // the layer's norms (weight, and bias for LayerNorm) and QK-norms
   int64_t per_layer = 0;  // attention + mlp + norms
   int64_t embedding = 0;  // token embedding (+ learned position table)
   int64_t final_norm = 0;
@@ -56,5 +94,7 @@ void validate_model(const ModelSpec& model, const std::string& where);
 const char* to_string(NormKind kind);
 const char* to_string(MlpKind kind);
 const char* to_string(PositionKind kind);
+const char* to_string(LayerBlock kind);
+const char* to_string(QkNorm kind);
 
 }  // namespace strata

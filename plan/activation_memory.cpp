@@ -21,18 +21,22 @@ Dims dims_of(const ParallelPlan& plan) {
 LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& plan) {
   const Dims d = dims_of(plan);
   const int64_t h = model.hidden;
+  const int64_t q = model.q_hidden();
   const int64_t kv = model.kv_hidden();
   const int64_t f = model.ffn_hidden;
   const int64_t mask = model.dropout ? 1 : 0;  // 1-byte dropout masks
   LayerActivations act;
-  act.norms = 2 * d.e * d.sb * h / d.rep;
+  // Each norm keeps its input (Korthikanti et al.: two per layer; Gemma's sandwich four), and a
+  // QK-norm its inputs, Q and K before the norm.
+  act.norms = model.norms_per_layer() * d.e * d.sb * h / d.rep;
+  if (model.qk_norm != QkNorm::kNone) act.norms += d.e * d.sb * (q + kv) / d.t;
   // Under FP8 Transformer Engine saves the GEMM inputs it cast for the weight gradients in FP8:
   // the QKV, MLP-up and MLP-down inputs (the attention output stays 16-bit, flash keeps it).
   const int64_t gemm_in = plan.fp8 != Fp8Format::kNone ? 1 : d.e;
   act.attention = gemm_in * d.sb * h / d.rep     // QKV input
-                  + d.e * d.sb * (h + kv) / d.t  // Q and K
+                  + d.e * d.sb * (q + kv) / d.t  // Q and K
                   + d.e * d.sb * kv / d.t        // V
-                  + d.e * d.sb * h / d.t         // attention-output input
+                  + d.e * d.sb * q / d.t         // attention-output input
                   + mask * d.sb * h / d.rep;     // attention dropout mask
   if (plan.attention == AttentionKind::kFlash) {
     act.softmax_lse = 4 * model.heads * d.sb / d.t;  // fp32, one per head and token
@@ -41,8 +45,10 @@ LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& p
     const int64_t scores = model.heads * plan.seq_len * d.sb / d.t;
     act.attention_scores = d.e * scores + mask * (scores + d.e * scores);
   }
-  const int64_t up_outputs = model.mlp == MlpKind::kSwiGlu ? 2 : 1;
-  act.mlp = gemm_in * d.sb * h / d.rep           // MLP-up input
+  const int64_t up_outputs = model.gated_mlp() ? 2 : 1;
+  // A parallel block's MLP reads the tensor the QKV product read when the two share a norm.
+  const int64_t mlp_input = model.block == LayerBlock::kParallel ? 0 : gemm_in * d.sb * h / d.rep;
+  act.mlp = mlp_input                            // MLP-up input
             + up_outputs * d.e * d.sb * f / d.t  // activation input(s)
             + gemm_in * d.sb * f / d.t           // MLP-down input
             + mask * d.sb * h / d.rep;           // MLP dropout mask
@@ -50,7 +56,7 @@ LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& p
 }
 
 std::vector<BlockProduct> block_products(const ModelSpec& model) {
-  if (model.mlp == MlpKind::kSwiGlu) {
+  if (model.gated_mlp()) {
     return {BlockProduct::kQ,    BlockProduct::kK,  BlockProduct::kV,   BlockProduct::kO,
             BlockProduct::kGate, BlockProduct::kUp, BlockProduct::kDown};
   }
@@ -67,13 +73,14 @@ namespace {
 int64_t op_selective_bytes(const ModelSpec& model, const ParallelPlan& plan) {
   const Dims d = dims_of(plan);
   const int64_t h = model.hidden;
-  int64_t elements = d.sb * h / d.rep + d.sb * h / d.t;  // input, attention output
+  // input, attention output
+  int64_t elements = d.sb * h / d.rep + d.sb * model.q_hidden() / d.t;
   const std::vector<BlockProduct> products = block_products(model);
   for (size_t i = 0; i < products.size(); ++i) {
     if (!op_selective_saves(i)) continue;
     switch (products[i]) {
       case BlockProduct::kQ:
-        elements += d.sb * h / d.t;
+        elements += d.sb * model.q_hidden() / d.t;
         break;
       case BlockProduct::kK:
       case BlockProduct::kV:

@@ -45,6 +45,7 @@ struct TpGemm {
   bool reduce_out = false;
   int32_t cast = -1;
   int64_t gather_bytes = 0;
+  TaskId params = kNoTask;  // when the product is the layer's first op: the gathered weights
 };
 
 TaskId tp_gemm(const LoweringContext& ctx, RankState& state, const TpGemm& g, TaskId input) {
@@ -57,7 +58,8 @@ TaskId tp_gemm(const LoweringContext& ctx, RankState& state, const TpGemm& g, Ta
     const TaskId in = gathers ? tp_collective(ctx, state, g.role, CollectiveKind::kAllGather,
                                               g.gather_bytes, input)
                               : input;
-    const TaskId gemm = p.compute(g.role, forward ? g.whole.forward : g.whole.backward, {in});
+    const TaskId gemm =
+        p.compute(g.role, forward ? g.whole.forward : g.whole.backward, {in, g.params});
     return g.reduce_out ? tp_collective(ctx, state, g.role, reduce, ctx.tp_message_bytes, gemm)
                         : gemm;
   }
@@ -77,7 +79,7 @@ TaskId tp_gemm(const LoweringContext& ctx, RankState& state, const TpGemm& g, Ta
   TaskId gemm = kNoTask;
   TaskId reduced = kNoTask;
   for (int64_t k = 0; k < chunks; ++k) {
-    gemm = p.compute(g.role, chunk_op, {arrived[static_cast<size_t>(k)]});
+    gemm = p.compute(g.role, chunk_op, {arrived[static_cast<size_t>(k)], g.params});
     if (g.reduce_out && k + 1 < chunks) reduced = exchange(gemm, ctx.tp_message_bytes);
   }
   return g.reduce_out ? reduced : gemm;
@@ -89,56 +91,101 @@ int64_t column_input_bytes(const LoweringContext& ctx) {
   return ctx.plan.fp8 != Fp8Format::kNone ? ctx.tp_message_bytes / 2 : ctx.tp_message_bytes;
 }
 
-// The forward ops alone, in the program's current phase (forward or recompute).
-TaskId layer_forward_ops(const LoweringContext& ctx, RankState& state, TaskId input,
+// Where a block's norms sit (ModelSpec::block).
+bool norm_before(const ModelSpec& m) { return m.block != LayerBlock::kPostNorm; }
+bool norm_after(const ModelSpec& m) {
+  return m.block == LayerBlock::kPostNorm || m.block == LayerBlock::kSandwich;
+}
+
+// The attention of `layer`: the windowed op, or the global one on a windowed model's global layers.
+const OpPair& attention_of(const LoweringContext& ctx, int64_t layer) {
+  const bool global = ctx.model.global_every > 0 && ctx.model.window_of(layer) == 0;
+  return global ? ctx.ops.attention_global : ctx.ops.attention;
+}
+
+// The forward ops alone, in the program's current phase (forward or recompute). A sequential block
+// reduces the attention output and the MLP output each (two TP reductions); a parallel block
+// (GPT-J, Falcon, GPT-NeoX's parallel residual) sums both branches' partial outputs and reduces
+// once, and its MLP reads the input the attention read (gathered once under sequence parallelism
+// when the two share a norm).
+TaskId layer_forward_ops(const LoweringContext& ctx, RankState& state, int64_t layer, TaskId input,
                          TaskId params) {
   RankProgram& p = state.program;
   const OpTable& op = ctx.ops;
+  const ModelSpec& m = ctx.model;
   const auto fwd = Direction::kForward;
   const int64_t column_in = column_input_bytes(ctx);
+  const bool parallel = m.parallel_block();
 
-  const TaskId norm1 = p.compute(TaskRole::kNorm1, op.norm.forward, {input, params});
-  tp_gemm(ctx, state, {TaskRole::kQkv, op.qkv, op.qkv_chunk, fwd, true, false, -1, column_in},
-          norm1);
+  TaskId attn_in = input;
+  TaskId first_params = params;
+  if (norm_before(m)) {
+    attn_in = p.compute(TaskRole::kNorm1, op.norm.forward, {input, params});
+    first_params = kNoTask;
+  }
+  tp_gemm(ctx, state,
+          {TaskRole::kQkv, op.qkv, op.qkv_chunk, fwd, true, false, -1, column_in, first_params},
+          attn_in);
+  if (op.qk_norm.forward >= 0) p.compute(TaskRole::kQkNorm, op.qk_norm.forward);
   if (op.rotary.forward >= 0) p.compute(TaskRole::kRotary, op.rotary.forward);
-  p.compute(TaskRole::kAttention, op.attention.forward);
+  p.compute(TaskRole::kAttention, attention_of(ctx, layer).forward);
   const TaskId attn_reduced = tp_gemm(ctx, state,
                                       {TaskRole::kAttnOut, op.attn_out, op.attn_out_chunk, fwd,
-                                       false, true, op.fp8_cast_attn_out_in},
+                                       false, !parallel, op.fp8_cast_attn_out_in},
                                       kNoTask);
-  p.compute(TaskRole::kAttnResidual, op.residual.forward, {attn_reduced});
-  const TaskId norm2 = p.compute(TaskRole::kNorm2, op.norm.forward);
+  TaskId mlp_in = kNoTask;
+  if (parallel) {
+    if (m.block == LayerBlock::kParallelTwoNorms)
+      mlp_in = p.compute(TaskRole::kNorm2, op.norm.forward, {input});
+  } else {
+    if (norm_after(m)) p.compute(TaskRole::kPostNorm, op.norm.forward, {attn_reduced});
+    p.compute(TaskRole::kAttnResidual, op.residual.forward, {attn_reduced});
+    if (norm_before(m)) mlp_in = p.compute(TaskRole::kNorm2, op.norm.forward);
+  }
+  const bool gathers_mlp_in = !parallel || m.block == LayerBlock::kParallelTwoNorms;
   tp_gemm(ctx, state,
-          {TaskRole::kMlpUp, op.mlp_up, op.mlp_up_chunk, fwd, true, false, -1, column_in}, norm2);
+          {TaskRole::kMlpUp, op.mlp_up, op.mlp_up_chunk, fwd, gathers_mlp_in, false, -1, column_in},
+          mlp_in);
   p.compute(TaskRole::kMlpAct, op.mlp_act.forward);
   const TaskId mlp_reduced = tp_gemm(ctx, state,
                                      {TaskRole::kMlpDown, op.mlp_down, op.mlp_down_chunk, fwd,
                                       false, true, op.fp8_cast_mlp_down_in},
                                      kNoTask);
+  if (norm_after(m)) p.compute(TaskRole::kPostNorm, op.norm.forward, {mlp_reduced});
   return p.compute(TaskRole::kMlpResidual, op.residual.forward, {mlp_reduced});
 }
 
 // torchtitan's selective-op recompute before the block's backward: from its input, the norms, the
 // products whose outputs the policy did not save (K, O and SwiGLU's up, or a GELU MLP's down),
-// the rotary embedding, the residual add and the activation, in forward order; no TP communication
-// (the policy saves reduce-scatter outputs).
+// the QK-norm and rotary embedding, the residual adds and the activation, in forward order; no TP
+// communication (the policy saves reduce-scatter outputs).
 void recompute_unsaved_ops(const LoweringContext& ctx, RankState& state, TaskId params) {
   RankProgram& p = state.program;
   const OpTable& op = ctx.ops;
-  p.compute(TaskRole::kNorm1, op.norm.forward, {params});
-  const std::vector<BlockProduct> products = block_products(ctx.model);
+  const ModelSpec& m = ctx.model;
+  const std::vector<BlockProduct> products = block_products(m);
+  TaskId needs = params;  // the first op waits for the layer's (gathered) weights
+  const auto run = [&](TaskRole role, int32_t forward_op) {
+    p.compute(role, forward_op, {needs});
+    needs = kNoTask;
+  };
   const auto recompute = [&](BlockProduct product, TaskRole role, int32_t forward_op) {
     const auto at = std::find(products.begin(), products.end(), product) - products.begin();
-    if (!op_selective_saves(static_cast<size_t>(at))) p.compute(role, forward_op);
+    if (!op_selective_saves(static_cast<size_t>(at))) run(role, forward_op);
   };
+  if (norm_before(m)) run(TaskRole::kNorm1, op.norm.forward);
   recompute(BlockProduct::kK, TaskRole::kQkv, op.k_product);
-  if (op.rotary.forward >= 0) p.compute(TaskRole::kRotary, op.rotary.forward);
+  if (op.qk_norm.forward >= 0) run(TaskRole::kQkNorm, op.qk_norm.forward);
+  if (op.rotary.forward >= 0) run(TaskRole::kRotary, op.rotary.forward);
   recompute(BlockProduct::kO, TaskRole::kAttnOut, op.attn_out.forward);
-  p.compute(TaskRole::kAttnResidual, op.residual.forward);
-  p.compute(TaskRole::kNorm2, op.norm.forward);
+  if (norm_after(m)) run(TaskRole::kPostNorm, op.norm.forward);
+  if (!m.parallel_block()) run(TaskRole::kAttnResidual, op.residual.forward);
+  if (m.norms_per_layer() > 1 && m.block != LayerBlock::kPostNorm)
+    run(TaskRole::kNorm2, op.norm.forward);
   recompute(BlockProduct::kUp, TaskRole::kMlpUp, op.mlp_up_half);
-  p.compute(TaskRole::kMlpAct, op.mlp_act.forward);
+  run(TaskRole::kMlpAct, op.mlp_act.forward);
   recompute(BlockProduct::kDown, TaskRole::kMlpDown, op.mlp_down.forward);
+  if (norm_after(m)) run(TaskRole::kPostNorm, op.norm.forward);
 }
 
 // What a layer that does not recompute in full keeps for its backward: everything, or under
@@ -165,7 +212,7 @@ TaskId lower_layer_forward(const LoweringContext& ctx, RankState& state, int64_t
   if (ctx.ops.fp8_weight_cast >= 0 && p.micro_batch() == 0) {
     params = p.compute(TaskRole::kFp8Cast, ctx.ops.fp8_weight_cast, {params});
   }
-  return layer_forward_ops(ctx, state, input, params);
+  return layer_forward_ops(ctx, state, layer, input, params);
 }
 
 TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_t layer,
@@ -180,7 +227,8 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
     // Run the layer forward again from its checkpoint, keeping every activation this time.
     p.set_phase(Phase::kRecompute);
     p.alloc(Stream::kCompute, BufferClass::kActivations, ctx.full_layer_bytes);
-    layer_forward_ops(ctx, state, kNoTask, params);  // needs no gradient: may run before it arrives
+    // Needs no gradient: may run before it arrives.
+    layer_forward_ops(ctx, state, layer, kNoTask, params);
     p.set_phase(Phase::kBackward);
   }
   // Selective-op: what the policy did not save, rebuilt for the backward and freed after it.
@@ -193,44 +241,60 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
     p.set_phase(Phase::kBackward);
   }
   const auto bwd = Direction::kBackward;
+  const ModelSpec& m = ctx.model;
+  const bool parallel = m.parallel_block();
+  const bool shared_norm = m.block == LayerBlock::kParallel;
   const int64_t column_in = column_input_bytes(ctx);
   const int64_t msg = ctx.tp_message_bytes;
-  const TaskId mlp_residual =
-      p.compute(TaskRole::kMlpResidual, op.residual.backward, {grad, params});
+  // Sequence parallel: the output gradient is gathered for each row-parallel product's backward
+  // (once for both branches of a parallel block), and each norm's output again for the
+  // column-parallel weight gradients.
+  TaskId grad_in = p.compute(TaskRole::kMlpResidual, op.residual.backward, {grad, params});
+  if (norm_after(m)) grad_in = p.compute(TaskRole::kPostNorm, op.norm.backward);
   tp_gemm(ctx, state,
           {TaskRole::kMlpDown, op.mlp_down, op.mlp_down_chunk, bwd, true, false,
            op.fp8_grad_mlp_down, msg},
-          mlp_residual);
+          grad_in);
   const TaskId act = p.compute(TaskRole::kMlpAct, op.mlp_act.backward);
-  // Sequence parallel: gather norm2's output again for the MLP-up weight gradient.
+  // A parallel block's two branches sum their input gradients before one reduction, unless each
+  // has a norm of its own to take its gradient.
   const TaskId up_reduced = tp_gemm(ctx, state,
-                                    {TaskRole::kMlpUp, op.mlp_up, op.mlp_up_chunk, bwd, true, true,
-                                     op.fp8_grad_mlp_up, column_in},
+                                    {TaskRole::kMlpUp, op.mlp_up, op.mlp_up_chunk, bwd, true,
+                                     !shared_norm, op.fp8_grad_mlp_up, column_in},
                                     act);
-  p.compute(TaskRole::kNorm2, op.norm.backward, {up_reduced});
-  const TaskId attn_residual = p.compute(TaskRole::kAttnResidual, op.residual.backward);
+  TaskId attn_grad = kNoTask;
+  if (parallel) {
+    if (!shared_norm) p.compute(TaskRole::kNorm2, op.norm.backward, {up_reduced});
+  } else {
+    if (norm_before(m)) p.compute(TaskRole::kNorm2, op.norm.backward, {up_reduced});
+    attn_grad = p.compute(TaskRole::kAttnResidual, op.residual.backward);
+    if (norm_after(m)) attn_grad = p.compute(TaskRole::kPostNorm, op.norm.backward);
+  }
   tp_gemm(ctx, state,
-          {TaskRole::kAttnOut, op.attn_out, op.attn_out_chunk, bwd, true, false,
+          {TaskRole::kAttnOut, op.attn_out, op.attn_out_chunk, bwd, !parallel, false,
            op.fp8_grad_attn_out, msg},
-          attn_residual);
+          attn_grad);
+  const OpPair& attention_op = attention_of(ctx, layer);
   const bool rebuild_scores = recomputes_attention_scores(ctx.plan);
   if (rebuild_scores) {
     // Rebuild the softmax and dropout outputs (5as^2b/t bytes) from the stored Q, K and V.
     p.set_phase(Phase::kRecompute);
     p.alloc(Stream::kCompute, BufferClass::kAttentionScores, ctx.scores_bytes);
-    p.compute(TaskRole::kAttention, op.attention.forward);
+    p.compute(TaskRole::kAttention, attention_op.forward);
     p.set_phase(Phase::kBackward);
   }
-  TaskId attention = p.compute(TaskRole::kAttention, op.attention.backward);
+  TaskId attention = p.compute(TaskRole::kAttention, attention_op.backward);
   if (rebuild_scores) {
     p.release(Stream::kCompute, BufferClass::kAttentionScores, ctx.scores_bytes);
   }
   if (op.rotary.backward >= 0) attention = p.compute(TaskRole::kRotary, op.rotary.backward);
-  const TaskId qkv_reduced =
-      tp_gemm(ctx, state,
-              {TaskRole::kQkv, op.qkv, op.qkv_chunk, bwd, true, true, op.fp8_grad_qkv, column_in},
-              attention);
-  const TaskId input_grad = p.compute(TaskRole::kNorm1, op.norm.backward, {qkv_reduced});
+  if (op.qk_norm.backward >= 0) attention = p.compute(TaskRole::kQkNorm, op.qk_norm.backward);
+  const TaskId qkv_reduced = tp_gemm(
+      ctx, state,
+      {TaskRole::kQkv, op.qkv, op.qkv_chunk, bwd, !shared_norm, true, op.fp8_grad_qkv, column_in},
+      attention);
+  const TaskId input_grad =
+      norm_before(m) ? p.compute(TaskRole::kNorm1, op.norm.backward, {qkv_reduced}) : qkv_reduced;
   if (full) {
     p.release(Stream::kCompute, BufferClass::kActivations, ctx.full_layer_bytes);
     p.release(Stream::kCompute, BufferClass::kLayerInput, ctx.layer_input_bytes);

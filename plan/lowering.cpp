@@ -44,6 +44,8 @@ OpTable build_op_table(const ModelSpec& model, const ParallelPlan& plan, TaskGra
     if (!plan.fp8_param_gather) ops.fp8_weight_cast = graph.add_op(shapes.fp8_weight_cast);
   }
   if (model.position == PositionKind::kRotary) ops.rotary = intern(graph, shapes.rotary);
+  if (model.global_every > 0) ops.attention_global = intern(graph, shapes.attention_global);
+  if (model.qk_norm != QkNorm::kNone) ops.qk_norm = intern(graph, shapes.qk_norm);
   if (plan.recompute == RecomputeKind::kSelectiveOp) {
     ops.k_product = graph.add_op(shapes.k_product);
     ops.mlp_up_half = graph.add_op(shapes.mlp_up_half);

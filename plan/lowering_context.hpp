@@ -21,7 +21,9 @@ struct OpPair {
 
 struct OpTable {
   OpPair norm, qkv, attention, attn_out, residual, mlp_up, mlp_act, mlp_down;  // a layer
-  OpPair rotary;                                                   // rotary position models only
+  OpPair rotary;            // rotary position models only
+  OpPair attention_global;  // windowed models with global layers: those layers' attention
+  OpPair qk_norm;           // QK-norm models only
   OpPair qkv_chunk, attn_out_chunk, mlp_up_chunk, mlp_down_chunk;  // --tp-comm-overlap only
   // FP8 only: forward input casts, backward gradient casts (PlanOpShapes), the weight cast.
   int32_t fp8_cast_attn_out_in = -1, fp8_cast_mlp_down_in = -1;

@@ -31,17 +31,20 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   const int64_t t = plan.tp;
   const int64_t sb = s * b;
   const int64_t h = m.hidden;
+  const int64_t q = m.q_hidden() / t;  // the rank's query (and attention-output) width
   const int64_t rows = plan.sequence_parallel ? sb / t : sb;  // rows of norms and residual adds
   const bool replicated = !plan.sequence_parallel && t > 1;   // norms and residual adds
   const int64_t f = m.ffn_hidden / t;
-  const bool swiglu = m.mlp == MlpKind::kSwiGlu;
+  const bool gated = m.gated_mlp();
   const int64_t v = shard_sizes(m, plan).vocab_shard;
   const auto fwd = Direction::kForward;
   const auto bwd = Direction::kBackward;
-  // GELU (tanh form) ~8 FLOPs per element; SwiGLU silu(gate) * up ~6; dropout + residual add 2.
-  const int64_t act_flops = swiglu ? 6 : 8;
-  const int64_t act_tensors = swiglu ? 3 : 2;
-  const int64_t residual_tensors = m.dropout ? 4 : 3;
+  // GELU (tanh form) ~8 FLOPs per element; SwiGLU silu(gate) * up ~6; GeGLU gelu(gate) * up ~9;
+  // dropout + residual add 2.
+  const int64_t act_flops = m.mlp == MlpKind::kSwiGlu ? 6 : m.mlp == MlpKind::kGeGlu ? 9 : 8;
+  const int64_t act_tensors = gated ? 3 : 2;
+  // A parallel block adds both branches' outputs to the residual in one pass.
+  const int64_t residual_tensors = (m.dropout ? 4 : 3) + (m.parallel_block() ? 1 : 0);
 
   // Eager PyTorch modules run an RMSNorm and SwiGLU as chains of kernels; PyTorch's LayerNorm is
   // one kernel either way.
@@ -53,24 +56,37 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
 
   PlanOpShapes ops;
   ops.norm = pair(norm(fwd), norm(bwd), replicated);
-  const int64_t qkv_cols = (h + 2 * m.kv_hidden()) / t;
+  const int64_t qkv_cols = q + 2 * m.kv_hidden() / t;
   ops.qkv = pair(matmul_op(sb, qkv_cols, h, fwd, gemm), matmul_op(sb, qkv_cols, h, bwd, gemm));
   const auto attention =
       plan.attention == AttentionKind::kFlash ? flash_attention_op : attention_op;
-  ops.attention =
-      pair(attention(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, m.sliding_window, fwd, dt),
-           attention(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, m.sliding_window, bwd, dt));
-  ops.attn_out = pair(matmul_op(sb, h, h / t, fwd, gemm), matmul_op(sb, h, h / t, bwd, gemm));
+  const auto attention_pair = [&](int64_t window) {
+    return pair(attention(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, window, fwd, dt),
+                attention(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, window, bwd, dt));
+  };
+  ops.attention = attention_pair(m.sliding_window);
+  if (m.global_every > 0) ops.attention_global = attention_pair(0);
+  // QK-norm: an RMSNorm over each query and key head (per head) or over the rank's slice of all
+  // of them (whole width: its per-token sum of squares would also cross the TP group, a scalar
+  // per token that is left out).
+  if (m.qk_norm != QkNorm::kNone) {
+    const int64_t qk_rows = sb * (m.heads + m.kv_heads) / t;
+    ops.qk_norm = fused ? pair(norm_op(qk_rows, m.head_dim(), fwd, dt),
+                               norm_op(qk_rows, m.head_dim(), bwd, dt))
+                        : pair(eager_rms_norm_op(qk_rows, m.head_dim(), fwd, dt),
+                               eager_rms_norm_op(qk_rows, m.head_dim(), bwd, dt));
+  }
+  ops.attn_out = pair(matmul_op(sb, h, q, fwd, gemm), matmul_op(sb, h, q, bwd, gemm));
   ops.residual = pair(elementwise_op(rows * h, 2, residual_tensors, fwd, dt),
                       elementwise_op(rows * h, 2, residual_tensors, bwd, dt), replicated);
-  const int64_t up_cols = (swiglu ? 2 : 1) * f;
+  const int64_t up_cols = (gated ? 2 : 1) * f;
   ops.mlp_up = pair(matmul_op(sb, up_cols, h, fwd, gemm), matmul_op(sb, up_cols, h, bwd, gemm));
-  ops.mlp_act = swiglu && !fused
+  ops.mlp_act = gated && !fused
                     ? pair(eager_swiglu_op(sb * f, fwd, dt), eager_swiglu_op(sb * f, bwd, dt))
                     : pair(elementwise_op(sb * f, act_flops, act_tensors, fwd, dt),
                            elementwise_op(sb * f, act_flops, act_tensors, bwd, dt));
   if (m.position == PositionKind::kRotary) {
-    const int64_t rotated = sb * (h + m.kv_hidden()) / t;  // the rank's query and key values
+    const int64_t rotated = sb * (q + m.kv_hidden() / t);  // the rank's query and key values
     ops.rotary = pair(rotary_op(rotated, fused, fwd, dt), rotary_op(rotated, fused, bwd, dt));
   }
   ops.mlp_down = pair(matmul_op(sb, h, f, fwd, gemm), matmul_op(sb, h, f, bwd, gemm));
@@ -79,12 +95,11 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   const int64_t chunk = std::max<int64_t>(1, sb / t);
   ops.qkv_chunk =
       pair(matmul_op(chunk, qkv_cols, h, fwd, gemm), matmul_op(chunk, qkv_cols, h, bwd, gemm));
-  ops.attn_out_chunk =
-      pair(matmul_op(chunk, h, h / t, fwd, gemm), matmul_op(chunk, h, h / t, bwd, gemm));
+  ops.attn_out_chunk = pair(matmul_op(chunk, h, q, fwd, gemm), matmul_op(chunk, h, q, bwd, gemm));
   ops.mlp_up_chunk =
       pair(matmul_op(chunk, up_cols, h, fwd, gemm), matmul_op(chunk, up_cols, h, bwd, gemm));
   ops.mlp_down_chunk = pair(matmul_op(chunk, h, f, fwd, gemm), matmul_op(chunk, h, f, bwd, gemm));
-  ops.fp8_cast_attn_out_in = fp8_cast(sb * h / t, 3, fwd);
+  ops.fp8_cast_attn_out_in = fp8_cast(sb * q, 3, fwd);
   ops.fp8_cast_mlp_down_in = fp8_cast(sb * f, 3, fwd);
   const auto grad_casts = [&](int64_t in_cols, int64_t out_cols) {
     OpShape op = fp8_cast(sb * out_cols, 4, bwd);
@@ -92,7 +107,7 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
     return op;
   };
   ops.fp8_grad_qkv = grad_casts(h, qkv_cols);
-  ops.fp8_grad_attn_out = grad_casts(h / t, h);
+  ops.fp8_grad_attn_out = grad_casts(q, h);
   ops.fp8_grad_mlp_up = grad_casts(h, up_cols);
   ops.fp8_grad_mlp_down = grad_casts(f, h);
   ops.fp8_weight_cast = fp8_cast(shard_sizes(m, plan).layer_gemm_weights, 4, fwd);

@@ -21,6 +21,9 @@ struct OpShapePair {
 struct PlanOpShapes {
   OpShapePair norm, qkv, attention, attn_out, residual, mlp_up, mlp_act, mlp_down;  // a layer
   OpShapePair rotary;  // rotary position models only: on the query and key values
+  // Windowed models with global layers (model.global_every): the global layers' attention, while
+  // `attention` is the windowed layers'. QK-norm models: the norm over Q and K.
+  OpShapePair attention_global, qk_norm;
   // --tp-comm-overlap: the four TP-sharded products split into tp chunks of s b / t rows each.
   OpShapePair qkv_chunk, attn_out_chunk, mlp_up_chunk, mlp_down_chunk;
   OpShapePair embedding, final_norm, lm_head, loss;  // first stage, last stage

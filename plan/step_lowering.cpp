@@ -204,13 +204,14 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
   }
   // Sequence parallelism leaves each TP rank with the norm and bias gradients of its own
   // sequence shard: they are summed over the TP group before the step (Megatron-LM's
-  // _allreduce_layernorm_grads): two norms (weight and bias) and the two row-parallel biases per
-  // layer, and the final norm on the last stage.
+  // _allreduce_layernorm_grads): the layer's norms (weight and bias) and its row-parallel biases
+  // (attention output and MLP down), and the final norm on the last stage.
   if (ctx.plan.sequence_parallel && ctx.plan.tp > 1) {
-    const int64_t h = ctx.model.hidden;
-    const int64_t norm = ctx.model.norm == NormKind::kLayerNorm ? 2 * h : h;
-    const int64_t biases = ctx.model.linear_bias ? 2 * h : 0;
-    int64_t elements = ctx.stage_layers[static_cast<size_t>(state.stage)] * (2 * norm + biases);
+    const ModelSpec& m = ctx.model;
+    const int64_t norm = m.norm == NormKind::kLayerNorm ? 2 * m.hidden : m.hidden;
+    const int64_t biases = ((m.out_bias ? 1 : 0) + (m.linear_bias ? 1 : 0)) * m.hidden;
+    int64_t elements =
+        ctx.stage_layers[static_cast<size_t>(state.stage)] * (m.norms_per_layer() * norm + biases);
     if (state.stage == ctx.plan.pp - 1) elements += norm;
     std::vector<TaskId> after = state.grad_syncs;
     after.push_back(p.last_compute());

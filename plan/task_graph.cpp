@@ -208,6 +208,10 @@ const char* to_string(TaskRole role) {
       return "mlp_residual";
     case TaskRole::kRotary:
       return "rotary";
+    case TaskRole::kQkNorm:
+      return "qk_norm";
+    case TaskRole::kPostNorm:
+      return "post_norm";
     case TaskRole::kEmbedding:
       return "embedding";
     case TaskRole::kFinalNorm:

@@ -89,6 +89,8 @@ enum class TaskRole : uint8_t {
   kMlpDown,
   kMlpResidual,  // transformer layer
   kRotary,       // rotary position embedding of the queries and keys (rotary models)
+  kQkNorm,       // the norm over queries and keys (QK-norm models)
+  kPostNorm,     // a norm after attention or the MLP (post-norm and sandwich blocks)
   kEmbedding,
   kFinalNorm,
   kLmHead,

@@ -44,8 +44,13 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
   const auto time = [this](const OpShape& shape) {
     return compute_time_ns(cluster_.device, efficiency_, shape);
   };
-  const auto forward = [&time](const OpShapePair& pair) { return time(pair.forward); };
-  const auto backward = [&time](const OpShapePair& pair) { return time(pair.backward); };
+  // An op the model does not have (a QK-norm) is an empty shape: no time.
+  const auto forward = [&time](const OpShapePair& pair) {
+    return pair.forward.dims[0] > 0 ? time(pair.forward) : 0;
+  };
+  const auto backward = [&time](const OpShapePair& pair) {
+    return pair.backward.dims[0] > 0 ? time(pair.backward) : 0;
+  };
 
   // The layer's TP collectives on the compute chain (plan/layer_lowering.cpp): two row-parallel
   // reductions each way, and with sequence parallelism an all-gather before each column-parallel
@@ -64,13 +69,27 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
     if (plan.sequence_parallel)
       gather_ns = collective_ns(CollectiveKind::kAllGather, tp_group, plan.gpus(), message);
   }
+  // The layer's norms, residual adds and TP collectives by block (plan/layer_lowering.cpp): a
+  // parallel block reduces once each way when its branches share a norm. A windowed model with
+  // global layers is bounded by its cheaper (windowed) attention.
+  const int64_t norms = model_.norms_per_layer();
+  const int64_t residuals = model_.parallel_block() ? 1 : 2;
+  const bool shared_norm = model_.block == LayerBlock::kParallel;
+  const int64_t forward_reductions = model_.parallel_block() ? 1 : 2;
+  const int64_t forward_gathers = shared_norm ? 1 : 2;
+  const int64_t backward_reductions = shared_norm ? 1 : 2;
+  const int64_t backward_gathers = model_.parallel_block() ? 1 + forward_gathers : 4;
   PassTimes layer;
-  layer.forward_ns = 2 * forward(op.norm) + forward(op.qkv) + forward(op.attention) +
-                     forward(op.attn_out) + 2 * forward(op.residual) + forward(op.mlp_up) +
-                     forward(op.mlp_act) + forward(op.mlp_down) + 2 * reduce_ns + 2 * gather_ns;
-  layer.backward_ns = 2 * backward(op.norm) + backward(op.qkv) + backward(op.attention) +
-                      backward(op.attn_out) + 2 * backward(op.residual) + backward(op.mlp_up) +
-                      backward(op.mlp_act) + backward(op.mlp_down) + 2 * reduce_ns + 4 * gather_ns;
+  layer.forward_ns = norms * forward(op.norm) + forward(op.qkv) + forward(op.qk_norm) +
+                     forward(op.attention) + forward(op.attn_out) +
+                     residuals * forward(op.residual) + forward(op.mlp_up) + forward(op.mlp_act) +
+                     forward(op.mlp_down) + forward_reductions * reduce_ns +
+                     forward_gathers * gather_ns;
+  layer.backward_ns = norms * backward(op.norm) + backward(op.qkv) + backward(op.qk_norm) +
+                      backward(op.attention) + backward(op.attn_out) +
+                      residuals * backward(op.residual) + backward(op.mlp_up) +
+                      backward(op.mlp_act) + backward(op.mlp_down) +
+                      backward_reductions * reduce_ns + backward_gathers * gather_ns;
   if (plan.recompute == RecomputeKind::kFull) layer.backward_ns += layer.forward_ns;
   if (recomputes_attention_scores(plan)) layer.backward_ns += forward(op.attention);
 

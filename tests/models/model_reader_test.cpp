@@ -44,8 +44,15 @@ void check_same_architecture(const ModelSpec& a, const ModelSpec& b) {
   CHECK(a.position == b.position);
   CHECK(a.tied_embeddings == b.tied_embeddings);
   CHECK(a.qkv_bias == b.qkv_bias);
+  CHECK(a.out_bias == b.out_bias);
   CHECK(a.linear_bias == b.linear_bias);
+  CHECK(a.head_bias == b.head_bias);
   CHECK(a.dropout == b.dropout);
+  CHECK(a.head_dim() == b.head_dim());
+  CHECK(a.block == b.block);
+  CHECK(a.qk_norm == b.qk_norm);
+  CHECK(a.sliding_window == b.sliding_window);
+  CHECK(a.global_every == b.global_every);
 }
 
 // meta-llama/Meta-Llama-3-8B/config.json as released.
@@ -314,15 +321,21 @@ TEST_CASE("HF heads not dividing hidden_size names num_attention_heads", "[model
   CHECK(error->field() == "num_attention_heads");
 }
 
-// A head_dim that is not hidden / heads cannot be modelled and is refused, not approximated.
-TEST_CASE("HF head_dim other than hidden / heads is refused", "[models][errors]") {
+// A stated head_dim sets the query, key and value widths (Mistral-Nemo: hidden 5120, 32 heads of
+// 128, so Q is 4096 wide and the output projection 4096 x 5120), and heads no longer need to
+// divide hidden_size.
+TEST_CASE("HF head_dim other than hidden / heads sets the attention widths", "[models]") {
   nlohmann::json config = nlohmann::json::parse(kLlama3_8bConfig);
   config["head_dim"] = 128;
-  CHECK_NOTHROW(parse_model(config, "config.json"));
-  config["head_dim"] = 160;
-  const auto error = input_error_of([&] { parse_model(config, "config.json"); });
-  REQUIRE(error);
-  CHECK(error->field() == "head_dim");
+  CHECK(parse_model(config, "config.json").q_hidden() == 4096);
+  config["hidden_size"] = 5120;
+  config["num_attention_heads"] = 32;
+  const ModelSpec nemo_like = parse_model(config, "config.json");
+  CHECK(nemo_like.head_dim() == 128);
+  CHECK(nemo_like.q_hidden() == 4096);
+  CHECK(nemo_like.kv_hidden() == 8 * 128);
+  // Q 5120 x 4096, K and V 5120 x 1024 each, output 4096 x 5120.
+  CHECK(count_parameters(nemo_like).attention == 2 * 5120 * 4096 + 2 * 5120 * 1024);
 }
 
 // Qwen2's sliding window covers the layers from max_window_layers on: a per-layer window a
