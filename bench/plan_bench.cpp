@@ -1,5 +1,5 @@
 // strata_bench_plan: how fast the plan compiler lowers a training step to a task graph, and how
-// much memory the graph takes, on the two workloads the design is sized for (DESIGN.md, "Scale:
+// much memory the graph takes, on the two workloads the design is sized for (docs/design.md, "Scale:
 // symmetry folding"):
 //  (a) Llama 3 405B on 16,384 H100s, folded (one rank per pipeline stage): target < 100 ms;
 //  (b) GPT-3 175B on 64 H100s, full (every rank): targets < 1 s and < 1 GB.

@@ -1,5 +1,5 @@
 #pragma once
-// The plans the benchmarks are sized for (DESIGN.md, "Scale: symmetry folding"), shared by
+// The plans the benchmarks are sized for (docs/design.md, "Scale: symmetry folding"), shared by
 // strata_bench_plan and strata_bench_simulate.
 
 #include <cstdint>

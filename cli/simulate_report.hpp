@@ -1,6 +1,6 @@
 #pragma once
 // What `strata simulate` prints and writes: a readable summary of the predicted step and the JSON
-// report with stable keys (DESIGN.md, "Outputs"):
+// report with stable keys (docs/design.md, "Outputs"):
 //   step_time_s, tokens_per_s, samples_per_s, model_flops_per_step, hardware_flops_per_step,
 //   model_tflops_per_gpu, hardware_tflops_per_gpu, mfu, hfu, bubble_fraction,
 //   exposed_comm_s {tp, pp, dp}, comm_s {tp, pp, dp}, peak_memory_bytes, fits_in_memory,

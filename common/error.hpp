@@ -1,5 +1,5 @@
 #pragma once
-// Errors in three tiers (STYLE.md habit 8):
+// Errors in three tiers (docs/design.md, "Determinism, units, errors"):
 //  - a user's or a configuration's mistake is an InputError whose message names the file (or the
 //    command line), the field, what is wrong and how to fix it; `main` prints it and exits 2;
 //  - a broken invariant is a bug: STRATA_ASSERT prints where and why, then aborts;

@@ -1,5 +1,5 @@
 #pragma once
-// Backend: where a rank's tensors live and its kernels run (DESIGN.md, "Executor"). The runtime
+// Backend: where a rank's tensors live and its kernels run (docs/design.md, "Executor"). The runtime
 // (exec/rank_runtime.hpp) is written against this interface only: device buffers, the kernels of
 // kernels/cpu/kernels.hpp with the same contracts, and streams with events. The CPU backend runs
 // every call at once on the calling thread, so its streams are already in order and its events

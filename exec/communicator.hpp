@@ -1,6 +1,6 @@
 #pragma once
 // Communicator: the collectives and point-to-point messages a rank of the executor runs over a
-// group of ranks (DESIGN.md, "Executor"). Implementations: in-process (ranks are threads of one
+// group of ranks (docs/design.md, "Executor"). Implementations: in-process (ranks are threads of one
 // process; exec/inprocess_communicator.hpp), MPI (ranks are processes; exec/mpi_communicator.hpp);
 // NCCL and a loopback communicator follow with the CUDA backend, behind the same interface.
 //

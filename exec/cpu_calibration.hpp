@@ -1,7 +1,7 @@
 #pragma once
 // strata calibrate --backend cpu: measures this machine as the executor's CPU backend uses it
 // (one thread per rank, kernels/cpu, the in-process communicator) and writes what the simulator
-// needs to predict a measured `strata train` step (DESIGN.md, "calibrate the simulator"):
+// needs to predict a measured `strata train` step (docs/design.md, "calibrate the simulator"):
 //  - the host as a cluster ("cluster" of the calibration file): a "cpu-host" device whose fp32
 //    peak is the best single-thread sgemm rate measured, whose memory bandwidth is a
 //    single-thread copy's, whose memory is the host's available memory per rank, and whose

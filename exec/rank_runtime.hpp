@@ -1,6 +1,6 @@
 #pragma once
 // RankRuntime: runs one rank's part of the full task graph, task by task, as a program
-// (DESIGN.md, "Executor"). The graph names no buffers; the runtime names them from each task's
+// (docs/design.md, "Executor"). The graph names no buffers; the runtime names them from each task's
 // labels: (role, layer, micro-batch) identifies a tensor, the memory tasks allocate and release
 // the activations a layer keeps for its backward, and the collective's role says what it
 // reduces or gathers (a TP all-gather before the QKV product gathers the first norm's output;

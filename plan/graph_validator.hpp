@@ -1,5 +1,5 @@
 #pragma once
-// The task graph's invariants (DESIGN.md), checked after lowering:
+// The task graph's invariants (docs/design.md), checked after lowering:
 //  - every send has exactly one recv with the same sender, receiver, tag and bytes;
 //  - every collective is complete: each member of its group that is in the graph (every member,
 //    in a full graph) runs the same sequence of collectives on that group, kind and bytes alike;

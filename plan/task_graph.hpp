@@ -1,6 +1,6 @@
 #pragma once
 // The task graph: the contract between the plan compiler, the simulator and the executor
-// (DESIGN.md, "The task graph").
+// (docs/design.md, "The task graph").
 //
 // A task runs on one rank and one stream. Tasks on one (rank, stream) run in the order of their
 // ids; `deps` are extra dependencies across streams (always on tasks with smaller ids, so id order

@@ -1,5 +1,5 @@
 #pragma once
-// The compute cost model (DESIGN.md, "Cost models"): per op,
+// The compute cost model (docs/design.md, "Cost models"): per op,
 //   time = max(flops / (peak(dtype) * eff_flops(op kind, flops)),
 //              bytes / (hbm_bw * eff_mem(op kind, bytes))) + launch overhead,
 // with efficiencies from per-device tables, piecewise linear in log10 of the problem size (FLOPs

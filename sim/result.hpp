@@ -1,5 +1,5 @@
 #pragma once
-// What one simulated training step predicts (DESIGN.md, "Outputs"), and the timeline behind it
+// What one simulated training step predicts (docs/design.md, "Outputs"), and the timeline behind it
 // that traces are written from.
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// The search: rank every plan of a search space by its simulated step (DESIGN.md: enumerate ->
+// The search: rank every plan of a search space by its simulated step (docs/design.md: enumerate ->
 // prune (validity, memory) -> compile -> simulate (threads) -> rank, Pareto front).
 //
 // Plans validate_plan refuses are counted by reason. A plan whose memory lower bound

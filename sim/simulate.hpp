@@ -1,6 +1,6 @@
 #pragma once
 // simulate(): replay a compiled plan's task graph on a model of its cluster and predict one
-// training step (DESIGN.md, "Cost models").
+// training step (docs/design.md, "Cost models").
 //
 // Each task becomes engine activities: a compute task a compute activity on its rank's processor,
 // priced by the compute model; a p2p pair or a collective instance (the same collective on every

@@ -1,5 +1,5 @@
 #pragma once
-// A simulated step as a Chrome trace-event JSON file (DESIGN.md, "Outputs"), which
+// A simulated step as a Chrome trace-event JSON file (docs/design.md, "Outputs"), which
 // ui.perfetto.dev and chrome://tracing open and `strata view` reads:
 //
 //   {"traceEvents": [

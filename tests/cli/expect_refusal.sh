@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs one refusal case of tests/cli/refusals.txt and checks that strata refuses it the way
-# DESIGN.md asks of a user's mistake ("Determinism, units, errors"):
+# docs/design.md asks of a user's mistake ("Determinism, units, errors"):
 #   - the exit code is exactly 2;
 #   - stderr matches EXPECTED_REGEX (grep -E), which names the field or flag at fault;
 #   - one clear message: stderr is exactly one line, starting with "strata: error:";

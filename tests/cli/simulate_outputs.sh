@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What `strata simulate` writes when it succeeds. Each check runs in a fresh temporary directory and
 # prints what it ran and why it failed. Reports and traces are read with python3's json module
-# (python3 is on every machine the project builds on; DESIGN.md's Perfetto format is JSON).
+# (python3 is on every machine the project builds on; docs/design.md's Perfetto format is JSON).
 #
 # Usage: simulate_outputs.sh CHECK STRATA_BINARY SOURCE_DIR
 set -euo pipefail

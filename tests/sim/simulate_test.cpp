@@ -83,7 +83,7 @@ const ModelSpec& model() {
 }
 
 // Symmetry folding: one rank per stage, with each collective's flows weighted by its symmetric
-// copies, predicts the same step as simulating every rank (DESIGN.md, "Scale").
+// copies, predicts the same step as simulating every rank (docs/design.md, "Scale").
 TEST_CASE("folded and full graphs agree within 1% on step time", "[sim][folding]") {
   for (const std::string cluster : {"dgx-a100", "dgx-h100"}) {
     for (const ParallelPlan& plan : small_plans()) {

@@ -274,7 +274,7 @@ TEST_CASE("the trace's metadata carries the step figures and the plan", "[trace]
   }
 }
 
-// Determinism (DESIGN.md): the same inputs give byte-identical traces.
+// Determinism (docs/design.md): the same inputs give byte-identical traces.
 TEST_CASE("the trace is byte-identical for the same inputs", "[trace]") {
   const CompiledPlan compiled = small_full_plan();
   const SimResult result = hand_made_result(compiled);
