@@ -2,15 +2,18 @@
 // Only this file decides exit codes: 0 success, 2 a user's mistake (InputError or bad flags),
 // else what the command's run function returns (`strata check`: 1 when a prediction regressed).
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <new>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/calibrate_command.hpp"
 #include "cli/check_command.hpp"
+#include "cli/megatron_args.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/search_command.hpp"
 #include "cli/simulate_command.hpp"
@@ -40,8 +43,17 @@ int main(int argc, char** argv) {
       if (option->get_items_expected_min() > 0) option->check(non_empty);
     }
   }
+  // --megatron-args FILE: the file's flags join the command line before it is parsed.
+  std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    app.parse(argc, argv);
+    args = strata::cli::expand_megatron_args(app, std::move(args));
+  } catch (const strata::InputError& error) {
+    std::fprintf(stderr, "strata: error: %s\n", error.what());
+    return 2;
+  }
+  try {
+    std::reverse(args.begin(), args.end());  // CLI11 parses a vector from its back
+    app.parse(args);
   } catch (const CLI::Success& done) {
     return app.exit(done);  // --help, --version
   } catch (const CLI::ParseError& error) {

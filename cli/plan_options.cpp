@@ -151,7 +151,7 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
                      "Model chunks per pipeline stage (interleaved schedule)");
   command.add_option("--num-layers-per-virtual-pipeline-stage", flags.layers_per_virtual_stage,
                      "Megatron-LM: layers per model chunk (sets vpp)");
-  command.add_option("--zero", flags.zero, "ZeRO stage 0-3");
+  command.add_option("--zero,--zero-stage", flags.zero, "ZeRO stage 0-3");
   command.add_flag("--use-distributed-optimizer", flags.distributed_optimizer,
                    "Megatron-LM's distributed optimizer (ZeRO 1)");
   command.add_option("--micro-batch,--micro-batch-size", flags.micro_batch,
@@ -171,10 +171,18 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
   command.add_flag("--bf16", flags.bf16, "Megatron-LM: train in bf16");
   command.add_flag("--fp16", flags.fp16, "Megatron-LM: train in fp16");
   add_stack_flags(command, flags);
-  command.add_option("--recompute-num-layers", flags.recompute_layers,
+  command.add_option("--recompute-num-layers,--checkpoint-num-layers", flags.recompute_layers,
                      "Megatron-LM: full recompute of this many layers per model chunk");
-  command.add_option("--recompute-method", flags.recompute_method,
+  command.add_option("--recompute-method,--activations-checkpoint-method", flags.recompute_method,
                      "Megatron-LM: block (the first --recompute-num-layers layers) or uniform");
+  command.add_flag("--checkpoint-activations", flags.checkpoint_activations,
+                   "Older Megatron-LM, Megatron-DeepSpeed: full recompute");
+  command.add_flag("--deepspeed", flags.deepspeed,
+                   "Megatron-DeepSpeed: DeepSpeed runs the step (--framework deepspeed)");
+  command.add_option("--megatron-args", flags.megatron_args,
+                     "A Megatron-LM launch script or argument file: the flags Strata models are "
+                     "read as if given here (flags given here win); see cli/README.md");
+  add_model_flags(command, flags.model_flags);
   command.add_option("--first-stage-layers,--decoder-first-pipeline-num-layers",
                      flags.first_stage_layers, "Layers on the first pipeline stage (uneven split)");
   command.add_option("--last-stage-layers,--decoder-last-pipeline-num-layers",
@@ -240,6 +248,12 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
   if (flags.framework) framework = parse_framework(*flags.framework, kCommandLine, "--framework");
   // A DeepSpeed config is run by DeepSpeed: its preset first, then the file's fields.
   std::optional<DeepSpeedConfig> deepspeed;
+  if (flags.deepspeed && framework && *framework != Framework::kDeepSpeed) {
+    throw InputError(kCommandLine, "--framework",
+                     fmt::format("{} with --deepspeed, which DeepSpeed runs", *flags.framework),
+                     "drop one of the two");
+  }
+  if (flags.deepspeed) framework = Framework::kDeepSpeed;
   if (!flags.deepspeed_config.empty()) {
     deepspeed = read_deepspeed_config(flags.deepspeed_config);
     if (framework && *framework != Framework::kDeepSpeed) {
@@ -252,19 +266,22 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
   }
   if (framework) scenario.plan = apply_framework(scenario.plan, *framework);
   const bool has_cluster = !flags.cluster.empty() || measured_cluster;
+  const bool megatron_model_flags = any_model_flag(flags.model_flags);
   if (!flags.scenario.empty()) {
     scenario = read_scenario(flags.scenario, framework);
-  } else if (flags.model.empty() || !has_cluster) {
-    throw InputError(kCommandLine, flags.model.empty() ? "--model" : "--cluster", "missing",
-                     fmt::format("give --model and --cluster (zoo names or paths), or --scenario "
-                                 "FILE (e.g. {})",
+  } else if ((flags.model.empty() && !megatron_model_flags) || !has_cluster) {
+    throw InputError(kCommandLine, has_cluster ? "--model" : "--cluster", "missing",
+                     fmt::format("give --model (or Megatron-LM's model flags) and --cluster (zoo "
+                                 "names or paths), or --scenario FILE (e.g. {})",
                                  kDefaultScenario));
   }
   const std::string model_name = flags.model.empty() ? scenario.model : flags.model;
   const std::string cluster_name = flags.cluster.empty() ? scenario.cluster : flags.cluster;
   const std::string where = flags.scenario.empty() ? kCommandLine : flags.scenario;
+  std::optional<ModelSpec> base_model;
+  if (!model_name.empty()) base_model = load_model(model_name);
   PlanInputs inputs{
-      load_model(model_name),
+      base_model.value_or(ModelSpec{}),
       cluster_name.empty() && measured_cluster ? *measured_cluster : load_cluster(cluster_name),
       scenario.plan};
   ParallelPlan& plan = inputs.plan;
@@ -293,6 +310,9 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
   set(flags.dp, plan.dp);
   // Every size before anything below divides by one or multiplies them.
   validate_plan_sizes(plan, where);
+  if (megatron_model_flags) {
+    inputs.model = megatron_model(flags.model_flags, base_model, plan.seq_len, plan.tp);
+  }
   if (flags.gpus && (*flags.gpus < 1 || *flags.gpus > kMaxRanks)) {
     throw InputError(kCommandLine, "gpus (--gpus)",
                      fmt::format("must be in [1, {}], found {}", kMaxRanks, *flags.gpus),
@@ -311,9 +331,17 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
     plan.vpp = per_stage / *flags.layers_per_virtual_stage;
   }
   if (flags.recompute_activations) plan.recompute = RecomputeKind::kSelective;
+  if (flags.checkpoint_activations) plan.recompute = RecomputeKind::kFull;
   if (flags.recompute)
     plan.recompute = parse_recompute(*flags.recompute, kCommandLine, "--recompute");
-  if (flags.sequence_parallel) plan.sequence_parallel = true;
+  // Megatron-LM turns sequence parallelism off at tp 1 (arguments.py), with a warning.
+  if (flags.sequence_parallel && plan.tp == 1) {
+    fmt::print(stderr,
+               "strata: note: --sequence-parallel at tp 1 is ignored, as Megatron-LM "
+               "does (there is no tensor-parallel group to split the sequence over)\n");
+  } else if (flags.sequence_parallel) {
+    plan.sequence_parallel = true;
+  }
   if (flags.schedule) {
     plan.schedule = parse_schedule(*flags.schedule, kCommandLine, "--schedule");
   } else if (plan.vpp > 1) {

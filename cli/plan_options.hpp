@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/model_flags.hpp"
 #include "models/model_spec.hpp"
 #include "plan/parallel_plan.hpp"
 #include "topologies/cluster_spec.hpp"
@@ -49,6 +50,12 @@ struct PlanFlags {
   bool bf16 = false;
   bool fp16 = false;
   std::string deepspeed_config;
+  bool deepspeed = false;  // Megatron-DeepSpeed's --deepspeed: DeepSpeed runs the step
+  ModelFlags model_flags;
+  // Older Megatron-LM and Megatron-DeepSpeed: --checkpoint-activations (full recompute),
+  // --activations-checkpoint-method, --checkpoint-num-layers.
+  bool checkpoint_activations = false;
+  std::string megatron_args;  // read by expand_megatron_args before the flags are parsed
 };
 
 void add_plan_flags(CLI::App& command, PlanFlags& flags);

@@ -66,6 +66,56 @@ case "$check" in
     cmp hf_unnamed.json zoo_unnamed.json ||
       fail "the reports differ beyond the name: $(diff hf_unnamed.json zoo_unnamed.json)"
     ;;
+  megatron_script)
+    # Megatron-LM's GPT-3 175B example script: its arrays of flags, the torchrun command, the
+    # model by flags alone with the vocabulary padded as Megatron pads it (50257 -> 51200 at tp 8,
+    # a multiple of 128 x 8), fp16; --gpus on the command line wins over the launcher's 1 x 8.
+    run_strata plan --megatron-args "$src/tests/cli/data/megatron/train_gpt3_175b_distributed.sh" \
+      --cluster dgx-a100 --gpus 1024 --json out.json
+    expect_plan_field out.json tp 8
+    expect_plan_field out.json pp 16
+    expect_plan_field out.json dp 8
+    expect_plan_field out.json global_batch 1536
+    expect_plan_field out.json dtype '"fp16"'
+    grep -q '^    "vocab": 51200,\{0,1\}$' out.json || fail "the vocabulary is not padded to 51200"
+    grep -q '^    "layers": 96,$' out.json || fail "the model does not have 96 layers"
+    grep -q 'read, without effect on the prediction: --rampup-batch-size --train-iters' \
+      stderr.txt || fail "the note does not list the ignored flags in order"
+    ;;
+  megatron_deepspeed_script)
+    # A Megatron-DeepSpeed script: string variables with line continuations, an echoed command,
+    # the DeepSpeed launcher's 2 nodes x 8 GPUs, --deepspeed with its config, --zero-stage and
+    # --checkpoint-activations.
+    cp "$src/tests/cli/data/megatron/ds_config_gbs512_mbs4.json" .
+    run_strata plan --megatron-args "$src/tests/cli/data/megatron/ds_pretrain_gpt_1.3B.sh" \
+      --cluster dgx-a100 --json out.json
+    expect_plan_field out.json framework '"deepspeed"'
+    expect_plan_field out.json zero_stage 1
+    expect_plan_field out.json recompute '"full"'
+    expect_plan_field out.json tp 2
+    expect_plan_field out.json dp 8
+    expect_plan_field out.json micro_batch 4
+    ;;
+  model_by_flags)
+    # A model from Megatron-LM's flags alone, its vocabulary padded as Megatron pads it (50257 ->
+    # 50304 at tp 1, a multiple of 128); and flags over a zoo model.
+    run_strata plan --cluster dgx-h100 --num-layers 12 --hidden-size 768 \
+      --num-attention-heads 12 --seq-length 1024 --max-position-embeddings 1024 \
+      --vocab-size 50257 --attention-dropout 0 --hidden-dropout 0 --json flags.json
+    grep -q '^    "vocab": 50304,\{0,1\}$' flags.json || fail "the vocabulary is not padded to 50304"
+    run_strata plan --cluster dgx-h100 --model gpt2-124m --seq-len 1024 --num-layers 6 \
+      --swiglu --normalization RMSNorm --disable-bias-linear --json over.json
+    grep -q '^    "layers": 6,$' over.json || fail "--num-layers does not override the zoo model"
+    grep -q '^    "ffn_hidden": 2048,$' over.json ||
+      fail "--swiglu does not give Megatron's 8/3 h MLP rounded to 64 (2048 for h 768)"
+    ;;
+  sequence_parallel_at_tp1)
+    # Megatron-LM turns sequence parallelism off at tp 1; so does Strata, with a note.
+    run_strata plan --model gpt2-124m --cluster dgx-h100 --seq-len 1024 --sequence-parallel \
+      --json out.json
+    expect_plan_field out.json sequence_parallel false
+    grep -q 'note: --sequence-parallel at tp 1 is ignored' stderr.txt || fail "no note"
+    ;;
   deterministic_graph)
     # A full graph with every kind of task: TP + sequence parallel, interleaved PP, ZeRO 3 over DP.
     args=(plan --model gpt2-124m --cluster dgx-h100 --graph full --tp 2 --pp 2 --vpp 2 --dp 2
