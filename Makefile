@@ -3,6 +3,9 @@
 # JOBS sets the build and test parallelism (default 2: the reference machine has 2 cores).
 
 JOBS ?= 2
+# make fuzz: seconds of fuzzing per reader; make fuzz-ci: the same in CI (fuzz/README.md).
+FUZZ_SECONDS ?= 60
+FUZZ_CI_SECONDS ?= 20
 STRATA := build/default/cli/strata
 DEMO_TRACE := build/demo-trace.json
 DEMO_ARGS := search --scenario scenarios/default.json --trace $(DEMO_TRACE)
@@ -10,19 +13,22 @@ CXX_SOURCES = $(shell find . -path ./build -prune -o -path './.*' -prune -o -typ
                 \( -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' \) -print)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup configure build demo test test-asan bench format clean
+.PHONY: help setup configure build demo test test-asan bench fuzz fuzz-ci format clean
 
 help:
 	@echo "Strata: plan, simulate and run distributed training of transformer models."
 	@echo ""
-	@echo "  make demo       build, then run 'strata $(DEMO_ARGS)'"
+	@echo "  make demo       build the strata program, then run 'strata $(DEMO_ARGS)'"
 	@echo "  make test       build (preset default) and run every test (ctest --preset default)"
 	@echo "  make test-asan  build with AddressSanitizer + UBSan (preset debug-asan) and run the tests"
 	@echo "  make bench      build, then run the benchmarks (bench/README.md)"
+	@echo "  make fuzz       build the libFuzzer harnesses (preset fuzz) and fuzz every input reader"
+	@echo "                  FUZZ_SECONDS=$(FUZZ_SECONDS) s each; fails on any finding (fuzz/README.md)"
+	@echo "  make fuzz-ci    the same, replaying every corpus file first, $(FUZZ_CI_SECONDS) s per reader (CI)"
 	@echo "  make build      install missing packages, configure and build (build/default)"
 	@echo "  make setup      install the Debian packages the project needs (scripts/setup)"
 	@echo "  make format     clang-format the C++ sources in place (.clang-format)"
-	@echo "  make clean      remove build/default and build/debug-asan"
+	@echo "  make clean      remove build/default, build/debug-asan and build/fuzz"
 	@echo ""
 	@echo "JOBS=$(JOBS) sets the build and test parallelism."
 
@@ -35,7 +41,12 @@ configure: setup
 build: configure
 	cmake --build --preset default -j $(JOBS)
 
-demo: build
+# The demo builds the strata program alone (not the tests, benchmarks or CUDA kernels) and says
+# how long that took: the first build compiles every library the program links.
+demo: configure
+	@start=$$(date +%s); cmake --build --preset default -j $(JOBS) --target strata && \
+	  echo "built $(STRATA) in $$(( $$(date +%s) - start )) s (a first build compiles every" \
+	       "library it links, about 5 minutes on 2 cores; later builds only what changed)"
 	$(STRATA) $(DEMO_ARGS)
 	@echo ""
 	@echo "make demo ran: $(STRATA) $(DEMO_ARGS)"
@@ -68,8 +79,14 @@ bench: build
 	  echo build/default/bench/strata_bench_kernels; build/default/bench/strata_bench_kernels; \
 	else echo "strata_bench_kernels: not built (no CUDA toolkit here), skipped"; fi
 
+fuzz: setup
+	scripts/fuzz --seconds $(FUZZ_SECONDS) --jobs $(JOBS)
+
+fuzz-ci: setup
+	scripts/fuzz --replay --seconds $(FUZZ_CI_SECONDS) --jobs $(JOBS)
+
 format:
 	clang-format -i $(CXX_SOURCES)
 
 clean:
-	rm -rf build/default build/debug-asan
+	rm -rf build/default build/debug-asan build/fuzz
