@@ -26,9 +26,14 @@ int run_calibrate(const CalibrateOptions& options) {
         fmt::format("'{}' is not built; this build calibrates the cpu backend", options.backend),
         "use --backend cpu");
   }
-  if (options.ranks < 1) {
-    throw InputError("command line", "--ranks", "must be at least 1", "e.g. --ranks 8");
+  // Threads of one process: more than a host's cores would measure contention, not the kernels.
+  constexpr int64_t kMaxRanks = 1024;
+  if (options.ranks < 1 || options.ranks > kMaxRanks) {
+    throw InputError("command line", "--ranks",
+                     fmt::format("must be from 1 to {}, found {}", kMaxRanks, options.ranks),
+                     "give the ranks per host, e.g. --ranks 8");
   }
+  check_output_paths({{options.out, ""}});  // before the measuring, not after it
   const nlohmann::json calibration = calibrate_cpu({.ranks = options.ranks});
   write_files_atomically({{options.out, calibration.dump(2) + "\n"}});
   const nlohmann::json& device = calibration["cluster"]["device"];

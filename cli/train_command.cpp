@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -95,12 +96,30 @@ CompiledPlan compile_train_plan(TrainCommandOptions& options) {
   return compiled;
 }
 
-// The shipped text: scenarios/data/ under the working directory (a clone's root), else under the
-// source tree this binary was built from.
+// The shipped text, found where a clone or an install puts it: scenarios/data/ under the working
+// directory, else beside the program (build/default/cli/strata in a clone: three folders up; an
+// install's bin/strata: share/strata/ one folder up). No path is compiled in.
 std::string default_data_path() {
-  const std::string relative = "scenarios/data/kjv-genesis-exodus.txt";
-  if (std::filesystem::exists(relative)) return relative;
-  return std::string(STRATA_SOURCE_DIR) + "/" + relative;
+  const std::filesystem::path relative = "scenarios/data/kjv-genesis-exodus.txt";
+  std::vector<std::filesystem::path> tried = {relative};
+  std::error_code error;
+  const std::filesystem::path program = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) {
+    for (std::filesystem::path dir = program.parent_path(); tried.size() < 12 && !dir.empty();
+         dir = dir.parent_path()) {
+      tried.push_back(dir / relative);
+      tried.push_back(dir / "share/strata" / relative);
+      if (dir == dir.root_path()) break;
+    }
+  }
+  for (const std::filesystem::path& path : tried) {
+    if (std::filesystem::is_regular_file(path, error)) return path.string();
+  }
+  throw InputError(kCommandLine, "--data",
+                   fmt::format("not given, and the shipped text {} is neither under the working "
+                               "directory nor beside the program",
+                               relative.string()),
+                   "give --data FILE (any text file), or run from the repository's root");
 }
 
 TrainOptions train_options(const TrainCommandOptions& options) {
