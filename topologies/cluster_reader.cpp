@@ -24,6 +24,13 @@ std::span<const EmbeddedFile> embedded_clusters();
 
 namespace {
 
+using topology_detail::bounded_number;
+using topology_detail::kMaxGbps;
+using topology_detail::kMaxPrice;
+using topology_detail::kMaxUs;
+using topology_detail::kMinGbps;
+using topology_detail::optional_bounded_number;
+
 constexpr std::string_view kClusterFields[] = {
     "name", "device",     "gpus_per_node",          "max_nodes",  "intra_node",
     "pcie", "inter_node", "price_usd_per_gpu_hour", "collectives"};
@@ -83,7 +90,7 @@ ProtocolTuning parse_protocol_tuning(const JsonFields& fields) {
   ProtocolTuning tuning;
   tuning.protocol = parse_protocol(fields.choice("protocol", {"LL", "LL128", "Simple"}));
   tuning.max_bytes = fields.non_negative_int("max_bytes");
-  tuning.base_latency_ns = us_to_ns(fields.positive_number("latency_us", true));
+  tuning.base_latency_ns = us_to_ns(bounded_number(fields, "latency_us", 0, kMaxUs, true));
   tuning.bw_efficiency = fields.positive_number("bw_efficiency");
   if (tuning.bw_efficiency > 1) {
     fields.fail("bw_efficiency", fmt::format("must be in (0, 1], found {}", tuning.bw_efficiency),
@@ -180,23 +187,23 @@ ClusterSpec parse_cluster(const JsonFields& fields) {
   const JsonFields intra = fields.object("intra_node");
   intra.refuse_unknown(kIntraNodeFields);
   cluster.intra_node = parse_fabric(intra.choice("fabric", {"nvswitch", "nvlink-mesh", "pcie"}));
-  cluster.nvlink = {intra.positive_number("bw_gbps"),
-                    us_to_ns(intra.positive_number("latency_us", true))};
+  cluster.nvlink = {bounded_number(intra, "bw_gbps", kMinGbps, kMaxGbps),
+                    us_to_ns(bounded_number(intra, "latency_us", 0, kMaxUs, true))};
 
   const JsonFields pcie = fields.object("pcie");
   pcie.refuse_unknown(kPcieFields);
-  cluster.pcie = {pcie.positive_number("bw_gbps"),
-                  us_to_ns(pcie.positive_number("latency_us", true))};
+  cluster.pcie = {bounded_number(pcie, "bw_gbps", kMinGbps, kMaxGbps),
+                  us_to_ns(bounded_number(pcie, "latency_us", 0, kMaxUs, true))};
 
   const JsonFields inter = fields.object("inter_node");
   inter.refuse_unknown(kInterNodeFields);
   cluster.nics_per_node = inter.positive_int("nics_per_node");
-  cluster.nic = {inter.positive_number("nic_bw_gbps"),
-                 us_to_ns(inter.positive_number("nic_latency_us", true))};
+  cluster.nic = {bounded_number(inter, "nic_bw_gbps", kMinGbps, kMaxGbps),
+                 us_to_ns(bounded_number(inter, "nic_latency_us", 0, kMaxUs, true))};
   cluster.inter_node = parse_topology(inter.choice("topology", {"fat-tree", "rail-optimized"}));
   // Leaf up-link bandwidth : down-link bandwidth is 1 : oversubscription; below 1 the leaf
   // would have more up-link than down-link bandwidth, which no fabric is built with.
-  cluster.oversubscription = inter.positive_number("oversubscription");
+  cluster.oversubscription = bounded_number(inter, "oversubscription", 0, 1e3);
   if (cluster.oversubscription < 1) {
     inter.fail("oversubscription",
                fmt::format("must be at least 1, found {}", cluster.oversubscription),
@@ -204,10 +211,11 @@ ClusterSpec parse_cluster(const JsonFields& fields) {
                "1:7)");
   }
   cluster.nodes_per_leaf = inter.positive_int("nodes_per_leaf");
-  cluster.switch_latency_ns = us_to_ns(inter.positive_number("switch_latency_us", true));
+  cluster.switch_latency_ns = us_to_ns(bounded_number(inter, "switch_latency_us", 0, kMaxUs, true));
 
-  cluster.price_usd_per_gpu_hour = fields.optional_positive_number("price_usd_per_gpu_hour", true)
-                                       .value_or(cluster.device.price_usd_per_hour);
+  cluster.price_usd_per_gpu_hour =
+      optional_bounded_number(fields, "price_usd_per_gpu_hour", 0, kMaxPrice, true)
+          .value_or(cluster.device.price_usd_per_hour);
   if (fields.has("collectives")) {
     parse_collectives(fields, cluster);
   } else {

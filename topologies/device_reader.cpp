@@ -46,6 +46,22 @@ double tflops_to_flops(double tflops) { return tflops * kFlopsPerTflop; }
 
 namespace topology_detail {
 
+double bounded_number(const JsonFields& fields, std::string_view key, double low, double high,
+                      bool allow_zero) {
+  const double value = fields.positive_number(key, allow_zero || low > 0);
+  if (value < low || value > high) {
+    fields.fail(key, fmt::format("{} is outside [{}, {}]", value, low, high),
+                fmt::format("give a value from {} to {}, in the unit its name ends with", low, high));
+  }
+  return value;
+}
+
+std::optional<double> optional_bounded_number(const JsonFields& fields, std::string_view key,
+                                              double low, double high, bool allow_zero) {
+  if (!fields.has(key)) return std::nullopt;
+  return bounded_number(fields, key, low, high, allow_zero);
+}
+
 DeviceSpec parse_device(const JsonFields& fields) {
   fields.refuse_unknown(kDeviceFields);
   DeviceSpec device;
@@ -55,15 +71,17 @@ DeviceSpec parse_device(const JsonFields& fields) {
   // TF32 or FP8 omits the key or writes 0.
   const JsonFields peaks = fields.object("peak_tflops");
   peaks.refuse_unknown(kPeakFields);
-  device.peak_bf16_flops = tflops_to_flops(peaks.positive_number("bf16"));
-  device.peak_fp16_flops = tflops_to_flops(peaks.positive_number("fp16"));
-  device.peak_fp32_flops = tflops_to_flops(peaks.positive_number("fp32"));
+  device.peak_bf16_flops = tflops_to_flops(bounded_number(peaks, "bf16", 0, kMaxTflops));
+  device.peak_fp16_flops = tflops_to_flops(bounded_number(peaks, "fp16", 0, kMaxTflops));
+  device.peak_fp32_flops = tflops_to_flops(bounded_number(peaks, "fp32", 0, kMaxTflops));
   device.peak_tf32_flops =
-      tflops_to_flops(peaks.optional_positive_number("tf32", true).value_or(0));
-  device.peak_fp8_flops = tflops_to_flops(peaks.optional_positive_number("fp8", true).value_or(0));
+      tflops_to_flops(optional_bounded_number(peaks, "tf32", 0, kMaxTflops, true).value_or(0));
+  device.peak_fp8_flops =
+      tflops_to_flops(optional_bounded_number(peaks, "fp8", 0, kMaxTflops, true).value_or(0));
 
   device.measured_matmul_bf16_flops = tflops_to_flops(
-      fields.optional_positive_number("measured_matmul_bf16_tflops", true).value_or(0));
+      optional_bounded_number(fields, "measured_matmul_bf16_tflops", 0, kMaxTflops, true)
+          .value_or(0));
   if (device.measured_matmul_bf16_flops > device.peak_bf16_flops) {
     fields.fail("measured_matmul_bf16_tflops",
                 fmt::format("a measured rate above the bf16 peak ({} TFLOP/s)",
@@ -71,25 +89,28 @@ DeviceSpec parse_device(const JsonFields& fields) {
                 "check both figures; the peak is the dense (no sparsity) one");
   }
   device.measured_matmul_fp8_flops = tflops_to_flops(
-      fields.optional_positive_number("measured_matmul_fp8_tflops", true).value_or(0));
+      optional_bounded_number(fields, "measured_matmul_fp8_tflops", 0, kMaxTflops, true)
+          .value_or(0));
   if (device.measured_matmul_fp8_flops > device.peak_fp8_flops) {
     fields.fail("measured_matmul_fp8_tflops",
                 fmt::format("a measured rate above the fp8 peak ({} TFLOP/s)",
                             device.peak_fp8_flops / kFlopsPerTflop),
                 "check both figures, or give peak_tflops.fp8");
   }
-  device.hbm_bytes = std::llround(fields.positive_number("hbm_gb") * kBytesPerGB);
-  device.hbm_bw_gbps = fields.positive_number("hbm_bw_gbps");
+  device.hbm_bytes = std::llround(bounded_number(fields, "hbm_gb", 0, kMaxGpuGb) * kBytesPerGB);
+  device.hbm_bw_gbps = bounded_number(fields, "hbm_bw_gbps", kMinGbps, kMaxGbps);
   device.launch_overhead_ns =
-      std::llround(fields.positive_number("launch_overhead_us", true) * 1e3);
-  device.price_usd_per_hour = fields.positive_number("price_usd_per_hour", true);
-  device.tdp_watts = fields.optional_positive_number("tdp_watts", true).value_or(0);
+      std::llround(bounded_number(fields, "launch_overhead_us", 0, kMaxUs, true) * 1e3);
+  device.price_usd_per_hour = bounded_number(fields, "price_usd_per_hour", 0, kMaxPrice, true);
+  device.tdp_watts = optional_bounded_number(fields, "tdp_watts", 0, kMaxWatts, true).value_or(0);
   device.host_cores = fields.has("host_cores") ? fields.positive_int("host_cores") : 0;
-  device.host_flops =
-      tflops_to_flops(fields.optional_positive_number("host_tflops", true).value_or(0));
-  device.host_mem_bw_gbps = fields.optional_positive_number("host_mem_bw_gbps", true).value_or(0);
+  device.host_flops = tflops_to_flops(
+      optional_bounded_number(fields, "host_tflops", 0, kMaxTflops, true).value_or(0));
+  device.host_mem_bw_gbps =
+      optional_bounded_number(fields, "host_mem_bw_gbps", 0, kMaxGbps, true).value_or(0);
   device.host_memory_bytes = std::llround(
-      fields.optional_positive_number("host_memory_gb", true).value_or(0) * kBytesPerGB);
+      optional_bounded_number(fields, "host_memory_gb", 0, kMaxHostGb, true).value_or(0) *
+      kBytesPerGB);
   return device;
 }
 
