@@ -186,27 +186,38 @@ SearchOptions search_options(const SearchCommandOptions& o) {
 }
 
 // A one-line progress bar on stderr, redrawn after each plan; only when stderr is a terminal.
+// The search's progress on a terminal's stderr: plans decided of the candidates (simulated, or
+// skipped by the bound), the time so far and an estimate of the time left; cleared before the
+// report prints.
 class ProgressBar {
  public:
   explicit ProgressBar(bool enabled) : enabled_(enabled) {}
-  ~ProgressBar() {
-    if (drawn_) std::fputs("\r\033[K", stderr);
-  }
-  void plan_done() { draw(++plans_, candidates_); }
-  void batch_done(int64_t evaluated, int64_t candidates) {
-    plans_ = evaluated;
+  ~ProgressBar() { clear(); }
+  void plan_done() { draw(++decided_, candidates_); }
+  void batch_done(int64_t decided, int64_t candidates) {
+    decided_ = decided;
     candidates_ = candidates;
-    draw(plans_, candidates_);
+    draw(decided_, candidates_);
+  }
+  void clear() {
+    if (drawn_) std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+    drawn_ = false;
   }
 
  private:
   void draw(int64_t done, int64_t total) {
     if (!enabled_ || total == 0) return;
+    done = std::min(done, total);
     constexpr int kWidth = 30;
-    const auto filled = static_cast<int>(kWidth * std::min<int64_t>(done, total) / total);
+    const auto filled = static_cast<int>(kWidth * done / total);
     const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-    fmt::print(stderr, "\r\033[Ksearch [{:=<{}}{:<{}}] {} plans compiled and simulated, {:.0f} s",
-               "", filled, "", kWidth - filled, done, elapsed);
+    const std::string left =
+        done > 0 ? fmt::format(", about {:.0f} s left", elapsed / static_cast<double>(done) *
+                                                            static_cast<double>(total - done))
+                 : "";
+    fmt::print(stderr, "\r\033[Ksearch [{:=<{}}{:<{}}] {}/{} plans decided, {:.0f} s{}", "", filled,
+               "", kWidth - filled, done, total, elapsed, left);
     std::fflush(stderr);
     drawn_ = true;
   }
@@ -214,7 +225,7 @@ class ProgressBar {
   using Clock = std::chrono::steady_clock;
   bool enabled_;
   bool drawn_ = false;
-  int64_t plans_ = 0;
+  int64_t decided_ = 0;
   int64_t candidates_ = 0;
   Clock::time_point start_ = Clock::now();
 };
@@ -254,9 +265,16 @@ int run_search_command(const SearchCommandOptions& o) {
       run_search(space, options, workers.evaluator(),
                  [&progress](int64_t done, int64_t total) { progress.batch_done(done, total); });
   if (!workers.is_root()) return 0;
+  progress.clear();
 
-  const std::string trace = checked_best_trace(space, options, result, !o.trace_path.empty());
   const SearchReportInputs report{space, options, train_tokens, o.pareto};
+  if (result.ranked.empty()) {
+    // No answer: the counts say why on stdout, the error line what to change; no output file.
+    std::fputs(search_summary(report, result).c_str(), stdout);
+    std::fflush(stdout);
+    refuse_empty_search(result);
+  }
+  const std::string trace = checked_best_trace(space, options, result, !o.trace_path.empty());
   std::vector<OutputFile> outputs;
   if (!o.csv_path.empty()) outputs.push_back({o.csv_path, search_csv(report, result)});
   if (!o.json_path.empty())

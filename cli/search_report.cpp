@@ -9,6 +9,7 @@
 
 #include "cli/plan_report.hpp"
 #include "cli/report_text.hpp"
+#include "common/error.hpp"
 #include "common/units.hpp"
 #include "plan/plan_json.hpp"
 #include "sim/search_json.hpp"
@@ -247,7 +248,7 @@ std::string search_summary(const SearchReportInputs& in, const SearchResult& r) 
   out += counts_text(in, r, space.gpus.size());
   add("");
   if (r.ranked.empty()) {
-    add("no plan fits: try more GPUs, a smaller global batch or sequence, or --include-oom");
+    add("no plan ranked (the counts above say why)");
     return out;
   }
   const size_t shown = std::min(r.ranked.size(), static_cast<size_t>(in.options.top));
@@ -361,6 +362,26 @@ nlohmann::json search_json(const SearchReportInputs& in, const SearchResult& r) 
           {"refusals", std::move(refusals)},
           {"plans", std::move(plans)},
           {"pareto_ranks", std::move(pareto)}};
+}
+
+void refuse_empty_search(const SearchResult& r) {
+  const SearchCounts& c = r.counts;
+  if (!r.ranked.empty()) return;
+  if (c.refused == c.enumerated && !r.refusals.empty()) {
+    const RefusalCount& most = r.refusals.front();
+    throw InputError("command line", most.field,
+                     fmt::format("every one of the {} plans was refused by the plan checks; {} "
+                                 "on this field, e.g. \"{}\"",
+                                 c.enumerated, most.plans, most.example),
+                     "change what the refusals name: GPU counts, global batch and sequence that "
+                     "the model's layers and heads divide (the counts above list each reason)");
+  }
+  throw InputError("command line", "--gpus",
+                   fmt::format("none of the {} plans fits in memory ({} refused by the plan "
+                               "checks)",
+                               c.enumerated, c.refused),
+                   "try more GPUs, a smaller global batch or sequence, or --include-oom to rank "
+                   "them anyway");
 }
 
 }  // namespace strata::cli

@@ -20,6 +20,10 @@ struct SearchReportInputs {
 };
 
 std::string search_summary(const SearchReportInputs& inputs, const SearchResult& result);
+
+// Throws InputError when no plan ranked, naming the cause: every plan refused (the most common
+// refusal's field and an example), or none fitting in memory.
+void refuse_empty_search(const SearchResult& result);
 std::string search_csv(const SearchReportInputs& inputs, const SearchResult& result);
 nlohmann::json search_json(const SearchReportInputs& inputs, const SearchResult& result);
 

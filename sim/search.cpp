@@ -196,7 +196,6 @@ SearchResult run_search(const SearchSpace& space, const SearchOptions& options,
     return std::max(kth, fastest == fastest_of.end() ? kInfinity : fastest->second);
   };
   size_t next = 0;
-  int64_t evaluated = 0;
   if (on_batch) on_batch(0, static_cast<int64_t>(candidates.size()));
   while (next < candidates.size()) {
     std::vector<PlanOutcome> batch;
@@ -211,7 +210,6 @@ SearchResult run_search(const SearchSpace& space, const SearchOptions& options,
     }
     if (batch.empty()) break;
     for (PlanOutcome& outcome : evaluator.evaluate(batch)) {
-      ++evaluated;
       if (outcome.fate == PlanFate::kOverMemory) {
         ++result.counts.over_memory_plan;
         continue;
@@ -232,7 +230,11 @@ SearchResult run_search(const SearchSpace& space, const SearchOptions& options,
       if (!added) group->second = std::min(group->second, outcome.figures.step_time_s);
       result.ranked.push_back(std::move(outcome));
     }
-    if (on_batch) on_batch(evaluated, static_cast<int64_t>(candidates.size()));
+    // Plans skipped by the bound are decided too: the bar advances over them.
+    if (on_batch) on_batch(static_cast<int64_t>(next), static_cast<int64_t>(candidates.size()));
+  }
+  if (on_batch) {
+    on_batch(static_cast<int64_t>(candidates.size()), static_cast<int64_t>(candidates.size()));
   }
   const Objective objective = options.objective;
   std::sort(result.ranked.begin(), result.ranked.end(),

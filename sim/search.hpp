@@ -131,7 +131,8 @@ double objective_value(Objective objective, const PlanFigures& figures);
 // The price plans are costed at: options.sim's, else the cluster's.
 double search_price_usd_per_gpu_hour(const SearchSpace& space, const SearchOptions& options);
 
-// `on_batch(evaluated, candidates)` before the first batch and after each, for a progress bar.
+// `on_batch(decided, candidates)` before the first batch, after each and at the end, for a
+// progress bar: the candidates decided so far, simulated or skipped by the bound.
 SearchResult run_search(const SearchSpace& space, const SearchOptions& options,
                         PlanEvaluator& evaluator,
                         const std::function<void(int64_t, int64_t)>& on_batch = {});

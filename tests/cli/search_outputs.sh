@@ -138,10 +138,23 @@ assert gpt2["stopped"] > 0, gpt2
     # stdout goes to a file inside the terminal, so what script records is stderr alone.
     script -qec "$command >tty_stdout.txt" /dev/null >tty.txt </dev/null ||
       fail "strata under script(1) failed: $(<tty.txt)"
-    grep -q 'search \[.*plans compiled and simulated' tty.txt ||
+    grep -q 'search \[.*\] [0-9]*/[0-9]* plans decided, [0-9]* s' tty.txt ||
       fail "no progress bar on a terminal's stderr: $(cat -v tty.txt)"
     grep -q '^why #1 beats #2' tty_stdout.txt ||
       fail "the search under script(1) printed no summary"
+    ;;
+  nothing_fits)
+    # No plan of Llama 3 70B fits one H100: exit 2 with one error line naming the cause and a fix
+    # that fits it, the counts on stdout, and none of the requested outputs written.
+    rc=0
+    "$strata" search --model llama3-70b --cluster dgx-h100 --gpus 1 --global-batch 8 \
+      --seq-len 8192 --trace t.json --json s.json >stdout.txt 2>stderr.txt || rc=$?
+    [[ $rc -eq 2 ]] || fail "exit code $rc, expected 2"
+    [[ $(grep -c '^strata: error:' stderr.txt) -eq 1 ]] || fail "not one error line: $(<stderr.txt)"
+    grep -q 'none of the 8 plans fits in memory.*--include-oom' stderr.txt ||
+      fail "the error does not name the cause and its fix: $(<stderr.txt)"
+    grep -q '^no plan ranked' stdout.txt || fail "stdout lacks the counts' conclusion"
+    [[ ! -e t.json && ! -e s.json ]] || fail "an output was written for a search with no answer"
     ;;
   mpi)
     # Under mpirun, ranks split each batch and exchange outcomes as JSON (doubles round-trip
