@@ -138,36 +138,52 @@ std::string zoo_help() {
 
 void add_plan_flags(CLI::App& command, PlanFlags& flags) {
   command.footer(zoo_help());
+  const ParallelPlan defaults;  // what an unset flag leaves (before --framework's preset)
   command.add_option("--scenario", flags.scenario,
                      "Scenario JSON with model, cluster, gpus and plan; flags override it");
   command.add_option("--model", flags.model,
                      "Zoo model name or path to a model JSON / HF config.json");
   command.add_option("--cluster", flags.cluster, "Zoo cluster name or path to a cluster JSON");
-  command.add_option("--gpus", flags.gpus, "GPUs to use (must equal dp x tp x pp)");
+  command.add_option("--gpus", flags.gpus,
+                     "GPUs to use (must equal dp x tp x pp; default dp x tp x pp)");
   command.add_option("--dp", flags.dp, "Data-parallel size (default: gpus / (tp x pp))");
-  command.add_option("--tp,--tensor-model-parallel-size", flags.tp, "Tensor-parallel size");
-  command.add_option("--pp,--pipeline-model-parallel-size", flags.pp, "Pipeline-parallel size");
-  command.add_option("--vpp,--virtual-pipeline-model-parallel-size", flags.vpp,
-                     "Model chunks per pipeline stage (interleaved schedule)");
+  command.add_option("--tp,--tensor-model-parallel-size", flags.tp,
+                     fmt::format("Tensor-parallel size (default {})", defaults.tp));
+  command.add_option("--pp,--pipeline-model-parallel-size", flags.pp,
+                     fmt::format("Pipeline-parallel size (default {})", defaults.pp));
+  command.add_option(
+      "--vpp,--virtual-pipeline-model-parallel-size", flags.vpp,
+      fmt::format("Model chunks per pipeline stage (interleaved schedule; default {})",
+                  defaults.vpp));
   command.add_option("--num-layers-per-virtual-pipeline-stage", flags.layers_per_virtual_stage,
                      "Megatron-LM: layers per model chunk (sets vpp)");
-  command.add_option("--zero,--zero-stage", flags.zero, "ZeRO stage 0-3");
+  command.add_option("--zero,--zero-stage", flags.zero,
+                     fmt::format("ZeRO stage 0-3 (default {})", defaults.zero_stage));
   command.add_flag("--use-distributed-optimizer", flags.distributed_optimizer,
                    "Megatron-LM's distributed optimizer (ZeRO 1)");
-  command.add_option("--micro-batch,--micro-batch-size", flags.micro_batch,
-                     "Sequences per micro-batch per DP replica");
-  command.add_option("--global-batch,--global-batch-size", flags.global_batch,
-                     "Sequences per step over all DP replicas");
-  command.add_option("--seq-len,--seq-length", flags.seq_len, "Sequence length in tokens");
+  command.add_option(
+      "--micro-batch,--micro-batch-size", flags.micro_batch,
+      fmt::format("Sequences per micro-batch per DP replica (default {})", defaults.micro_batch));
+  command.add_option(
+      "--global-batch,--global-batch-size", flags.global_batch,
+      fmt::format("Sequences per step over all DP replicas (default {})", defaults.global_batch));
+  command.add_option("--seq-len,--seq-length", flags.seq_len,
+                     fmt::format("Sequence length in tokens (default {})", defaults.seq_len));
   command.add_option("--recompute,--recompute-granularity", flags.recompute,
-                     "Activation recompute: none, selective, full, selective-op (torchtitan's "
-                     "op-level policy)");
+                     fmt::format("Activation recompute: none, selective, full, selective-op "
+                                 "(torchtitan's op-level policy; default {})",
+                                 to_string(defaults.recompute)));
   command.add_flag("--recompute-activations", flags.recompute_activations,
                    "Megatron-LM: selective recompute");
   command.add_flag("--sequence-parallel", flags.sequence_parallel,
                    "Megatron-LM sequence parallelism");
-  command.add_option("--schedule", flags.schedule, "Pipeline schedule: gpipe, 1f1b, interleaved");
-  command.add_option("--dtype", flags.dtype, "Training dtype: bf16, fp16, fp32");
+  command.add_option("--schedule", flags.schedule,
+                     fmt::format("Pipeline schedule: gpipe, 1f1b, interleaved (default {}; "
+                                 "interleaved with --vpp)",
+                                 to_string(defaults.schedule)));
+  command.add_option(
+      "--dtype", flags.dtype,
+      fmt::format("Training dtype: bf16, fp16, fp32 (default {})", to_string(defaults.dtype)));
   command.add_flag("--bf16", flags.bf16, "Megatron-LM: train in bf16");
   command.add_flag("--fp16", flags.fp16, "Megatron-LM: train in fp16");
   add_stack_flags(command, flags);

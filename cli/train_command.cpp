@@ -290,7 +290,8 @@ void add_train_command(CLI::App& app, std::function<int()>& run) {
                    "Training text, read as bytes (default: scenarios/data/kjv-genesis-exodus.txt)")
       ->type_name("FILE");
   command->add_option("--lr", options->lr, "AdamW learning rate (default 1e-3)");
-  command->add_option("--seed", options->seed, "Seed of the weights and the data order");
+  command->add_option("--seed", options->seed,
+                      "Seed of the weights and the data order (default 1337)");
   command->add_option("--weight-decay", options->weight_decay,
                       "AdamW weight decay of 2-D weights (default 0.1)");
   command->add_option("--clip-grad", options->clip,
@@ -299,7 +300,7 @@ void add_train_command(CLI::App& app, std::function<int()>& run) {
       ->type_name("DIR");
   command
       ->add_option("--checkpoint-every", options->checkpoint_every,
-                   "Write a checkpoint every K steps")
+                   "Write a checkpoint every K steps (default 0: none)")
       ->type_name("K");
   command->add_flag("--resume", options->resume,
                     "Continue from the newest complete checkpoint in --checkpoint-dir");
