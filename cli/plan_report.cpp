@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/report_text.hpp"
 #include "common/units.hpp"
 #include "models/model_json.hpp"
 #include "plan/framework.hpp"
@@ -14,14 +15,6 @@
 #include "topologies/topology_json.hpp"
 
 namespace strata::cli {
-
-namespace {
-
-std::string gb(int64_t bytes) {
-  return fmt::format("{:.2f}", static_cast<double>(bytes) / kBytesPerGB);
-}
-
-}  // namespace
 
 std::string flops_text(double flops) {
   constexpr std::array<std::pair<double, const char*>, 5> kUnits{
@@ -113,9 +106,9 @@ std::string model_line(const ModelSpec& m) {
 std::string cluster_line(const ClusterSpec& cluster, int64_t gpus) {
   const double memory_gb = static_cast<double>(cluster.device.hbm_bytes) / kBytesPerGB;
   if (cluster.device.host_cores > 0) {  // a CPU host (strata calibrate --backend cpu)
-    return fmt::format(
-        "cluster  {}: {} rank(s) on a CPU host of {} cores; {:.1f} GB memory per rank",
-        cluster.name, gpus, cluster.device.host_cores, memory_gb);
+    return fmt::format("cluster  {}: {} rank(s) on a CPU host of {} cores; {} GiB memory per rank",
+                       cluster.name, gpus, cluster.device.host_cores,
+                       gib(cluster.device.hbm_bytes));
   }
   return fmt::format("cluster  {}: {} x {} on {} node(s) of {}; {:.0f} GB HBM per GPU",
                      cluster.name, gpus, cluster.device.name, cluster.nodes_for(gpus),
@@ -144,14 +137,14 @@ std::string plan_summary(const CompiledPlan& c) {
       c.validation.ok() ? "valid (acyclic, p2p matched, collectives complete, memory >= 0)"
                         : "INVALID"));
   add("");
-  add("memory per GPU at each stage's peak (GB = 1e9 bytes)");
+  add("memory per GPU at each stage's peak (GiB = 2^30 bytes)");
   add(fmt::format("{:>5} {:>6} {:>12} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9}", "stage", "layers",
                   "params/GPU", "params", "grads", "optimizer", "activations", "buffers", "peak"));
   for (const StageMemory& s : c.memory.stages) {
     add(fmt::format("{:>5} {:>6} {:>12} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9}", s.stage, s.layers,
-                    count_text(s.parameters), gb(s.at_peak.params), gb(s.at_peak.grads),
-                    gb(s.at_peak.optimizer), gb(s.at_peak.activations), gb(s.at_peak.buffers),
-                    gb(s.peak_bytes)));
+                    count_text(s.parameters), gib(s.at_peak.params), gib(s.at_peak.grads),
+                    gib(s.at_peak.optimizer), gib(s.at_peak.activations), gib(s.at_peak.buffers),
+                    gib(s.peak_bytes)));
   }
   if (p.attention == AttentionKind::kFlash) {
     add(fmt::format(
@@ -165,19 +158,22 @@ std::string plan_summary(const CompiledPlan& c) {
   if (mem.host_bytes > 0) {
     const int64_t host = c.cluster.device.host_memory_bytes;
     add(fmt::format(
-        "host     offload keeps {} GB per GPU in host memory{}", gb(mem.host_bytes),
-        host > 0 ? fmt::format(" ({} GB per GPU in {}'s usual server{})", gb(host),
+        "host     offload keeps {} GiB per GPU in host memory{}", gib(mem.host_bytes),
+        host > 0 ? fmt::format(" ({} GiB per GPU in {}'s usual server{})", gib(host),
                                c.cluster.device.name, mem.host_bytes > host ? ": DOES NOT FIT" : "")
                  : std::string()));
   }
+  // GiB throughout, with the datasheet's GB beside the device's memory.
+  const double device_gb = static_cast<double>(mem.device_bytes) / kBytesPerGB;
   if (mem.fits) {
-    add(fmt::format("peak     {} GB of {} GB: fits, {} GB headroom", gb(mem.peak_bytes),
-                    gb(mem.device_bytes), gb(mem.device_bytes - mem.peak_bytes)));
+    add(fmt::format("peak     {} GiB of {} GiB ({:.0f} GB): fits, {} GiB headroom",
+                    gib(mem.peak_bytes), gib(mem.device_bytes), device_gb,
+                    gib(mem.device_bytes - mem.peak_bytes)));
   } else {
-    add(
-        fmt::format("peak     {} GB of {} GB: DOES NOT FIT, short by {} GB (try more pp, tp, a "
-                    "higher ZeRO stage or recompute)",
-                    gb(mem.peak_bytes), gb(mem.device_bytes), gb(mem.shortfall_bytes)));
+    add(fmt::format(
+        "peak     {} GiB of {} GiB ({:.0f} GB): DOES NOT FIT, short by {} GiB (try more pp, tp, "
+        "a higher ZeRO stage or recompute)",
+        gib(mem.peak_bytes), gib(mem.device_bytes), device_gb, gib(mem.shortfall_bytes)));
   }
   return out;
 }
