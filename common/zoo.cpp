@@ -22,10 +22,13 @@ ZooDocument find_in_zoo(std::span<const EmbeddedFile> zoo, const ZooKind& kind,
   if (std::filesystem::is_regular_file(name_or_path, error)) {
     return {name_or_path, read_json_file(name_or_path)};
   }
+  const bool exists = std::filesystem::exists(name_or_path, error);
   throw InputError("command line", kind.field,
-                   fmt::format("unknown {0} '{1}': it is not in the zoo and no file exists at that "
-                               "path; the zoo has: {2}",
-                               kind.noun, name_or_path, fmt::join(zoo_names(zoo), ", ")),
+                   fmt::format("unknown {0} '{1}': it is not in the zoo and {2}; the zoo has: {3}",
+                               kind.noun, name_or_path,
+                               exists ? "that path is not a regular file (a folder, device or pipe)"
+                                      : "no file exists at that path",
+                               fmt::join(zoo_names(zoo), ", ")),
                    fmt::format("use one of the zoo names or a path to a {} JSON file", kind.noun));
 }
 

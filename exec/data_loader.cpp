@@ -1,5 +1,6 @@
 #include "exec/data_loader.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -17,6 +18,15 @@ uint64_t splitmix64(uint64_t x) {
 TextDataset::TextDataset(const std::string& path, int64_t seq_len, uint64_t seed,
                          const std::string& flag)
     : path_(path), seq_len_(seq_len), seed_(seed) {
+  // A regular file of bounded size: a folder, a device (/dev/zero) or a pipe has no end to read
+  // to, and the whole text is held in memory.
+  constexpr uintmax_t kMaxBytes = uintmax_t{1} << 32;
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error) ||
+      std::filesystem::file_size(path, error) > kMaxBytes) {
+    throw InputError("command line", flag, "'" + path + "' is not a regular file of at most 4 GiB",
+                     "give a text file, e.g. scenarios/data/kjv-genesis-exodus.txt");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw InputError("command line", flag, "cannot read '" + path + "'",
