@@ -13,7 +13,7 @@ CXX_SOURCES = $(shell find . -path ./build -prune -o -path './.*' -prune -o -typ
                 \( -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' \) -print)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup configure build demo test test-asan bench fuzz fuzz-ci format clean
+.PHONY: help setup configure build demo test test-asan release bench fuzz fuzz-ci format clean
 
 help:
 	@echo "Strata: plan, simulate and run distributed training of transformer models."
@@ -21,6 +21,7 @@ help:
 	@echo "  make demo       build the strata program, then run 'strata $(DEMO_ARGS)'"
 	@echo "  make test       build (preset default) and run every test (ctest --preset default)"
 	@echo "  make test-asan  build with AddressSanitizer + UBSan (preset debug-asan) and run the tests"
+	@echo "  make release    the Release build (-O3, warnings as errors; preset release, build/release)"
 	@echo "  make bench      build, then run the benchmarks (bench/README.md)"
 	@echo "  make fuzz       build the libFuzzer harnesses (preset fuzz) and fuzz every input reader"
 	@echo "                  FUZZ_SECONDS=$(FUZZ_SECONDS) s each; fails on any finding (fuzz/README.md)"
@@ -28,7 +29,7 @@ help:
 	@echo "  make build      install missing packages, configure and build (build/default)"
 	@echo "  make setup      install the Debian packages the project needs (scripts/setup)"
 	@echo "  make format     clang-format the C++ sources in place (.clang-format)"
-	@echo "  make clean      remove build/default, build/debug-asan and build/fuzz"
+	@echo "  make clean      remove build/default, build/debug-asan, build/release and build/fuzz"
 	@echo ""
 	@echo "JOBS=$(JOBS) sets the build and test parallelism."
 
@@ -65,6 +66,10 @@ test-asan: setup
 	cmake --build --preset debug-asan -j $(JOBS)
 	ctest --preset debug-asan -j $(JOBS)
 
+release: setup
+	cmake --preset release
+	cmake --build --preset release -j $(JOBS)
+
 bench: build
 	build/default/bench/strata_bench_plan
 	build/default/bench/strata_bench_engine
@@ -89,4 +94,4 @@ format:
 	clang-format -i $(CXX_SOURCES)
 
 clean:
-	rm -rf build/default build/debug-asan build/fuzz
+	rm -rf build/default build/debug-asan build/release build/fuzz

@@ -56,6 +56,21 @@ Scenario read_scenario(const std::string& path, std::optional<Framework> framewo
   Scenario scenario;
   scenario.model = beside_scenario(fields.string("model"), zoo_model_names(), path);
   scenario.cluster = beside_scenario(fields.string("cluster"), zoo_cluster_names(), path);
+  // An unknown name is the scenario's mistake: named here, with the file and the field.
+  const auto known = [&](const std::string& key, const std::string& name,
+                         const std::vector<std::string>& zoo) {
+    std::error_code error;
+    if (std::find(zoo.begin(), zoo.end(), name) != zoo.end() ||
+        std::filesystem::is_regular_file(name, error))
+      return;
+    fields.fail(key,
+                fmt::format("'{}' is neither a zoo name nor a file (beside the scenario or from "
+                            "the working directory)",
+                            name),
+                fmt::format("use a zoo name ({}) or a path to a JSON file", fmt::join(zoo, ", ")));
+  };
+  known("model", scenario.model, zoo_model_names());
+  known("cluster", scenario.cluster, zoo_cluster_names());
   scenario.gpus = fields.optional_positive_int("gpus");
   if (framework) scenario.plan = apply_framework(scenario.plan, *framework);
   if (fields.has("plan")) {

@@ -9,12 +9,35 @@ namespace strata {
 
 namespace {
 
+// The message is the one line `main` prints after "strata: error: ". Control characters that an
+// input brings into it (a key holding a line break, the bytes nlohmann quotes after "last read:")
+// are written as escapes: "a\nb", "\x7f".
+std::string one_line(const std::string& text) {
+  std::string line;
+  line.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      line += c;
+    } else if (c == '\n') {
+      line += "\\n";
+    } else if (c == '\r') {
+      line += "\\r";
+    } else if (c == '\t') {
+      line += "\\t";
+    } else {
+      line += fmt::format("\\x{:02x}", byte);
+    }
+  }
+  return line;
+}
+
 std::string format_input_error(const std::string& where, const std::string& field,
                                const std::string& problem, const std::string& fix) {
   std::string text = field.empty() ? fmt::format("{}: {}", where, problem)
                                    : fmt::format("{}: field '{}': {}", where, field, problem);
   if (!fix.empty()) text += fmt::format(". Fix: {}", fix);
-  return text;
+  return one_line(text);
 }
 
 }  // namespace

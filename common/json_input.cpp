@@ -1,7 +1,9 @@
 #include "common/json_input.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -94,13 +96,17 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& where) 
   } catch (const nlohmann::json::parse_error& error) {
     throw_malformed_json(text, where, error);
   } catch (const nlohmann::json::out_of_range& error) {
-    // A number beyond the double range ("1e309"): nlohmann's message names it.
-    std::string detail = error.what();
-    if (const auto cut = detail.find("number overflow"); cut != std::string::npos) {
-      detail = detail.substr(cut);
-    }
-    throw InputError(where, "", detail, "use numbers within the double range (below 1.8e308)");
+    throw_number_overflow(where, error);
   }
+}
+
+void throw_number_overflow(const std::string& where, const nlohmann::json::out_of_range& error) {
+  // nlohmann's message names the number: "... number overflow parsing '1e309'".
+  std::string detail = error.what();
+  if (const auto cut = detail.find("number overflow"); cut != std::string::npos) {
+    detail = detail.substr(cut);
+  }
+  throw InputError(where, "", detail, "use numbers within the double range (below 1.8e308)");
 }
 
 std::string read_text_file(const std::string& path) {
@@ -180,12 +186,27 @@ int64_t JsonFields::non_negative_int(std::string_view key) const { return whole_
 
 int64_t JsonFields::whole_number(std::string_view key, int64_t minimum) const {
   const auto& value = at(key);
-  // 8.0 counts as the whole number 8; 8.5 and non-numbers do not.
-  const bool whole_float =
-      value.is_number_float() && value.get<double>() == static_cast<double>(value.get<int64_t>());
-  if (!value.is_number_integer() && !whole_float) {
+  // 8.0 counts as the whole number 8; 8.5 and non-numbers do not. Checked before any conversion
+  // to int64_t, which is undefined for a double outside its range (1e300) and wraps for an
+  // unsigned one above it (2^64 - 1).
+  const bool whole =
+      value.is_number_integer() ||
+      (value.is_number_float() && std::trunc(value.get<double>()) == value.get<double>());
+  if (!whole) {
     fail(key, fmt::format("expected a whole number, found {} {}", type_name(value), value.dump()),
          "write a whole number such as 8");
+  }
+  // [-2^63, 2^63): the doubles that convert to int64_t exactly.
+  constexpr double kInt64Bound = 9223372036854775808.0;
+  const bool in_range =
+      value.is_number_unsigned()
+          ? value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+          : !value.is_number_float() ||
+                (value.get<double>() >= -kInt64Bound && value.get<double>() < kInt64Bound);
+  if (!in_range) {
+    fail(key, fmt::format("{} is beyond the whole numbers Strata reads (64-bit)", value.dump()),
+         fmt::format("use a whole number from {} to {}", minimum,
+                     std::numeric_limits<int64_t>::max()));
   }
   const int64_t number = value.get<int64_t>();
   if (number < minimum) {

@@ -29,6 +29,11 @@ std::string read_text_file(const std::string& path);
 [[noreturn]] void throw_malformed_json(std::string_view text, const std::string& where,
                                        const nlohmann::json::parse_error& error);
 
+// The InputError for a number nlohmann could not hold ("1e309", beyond the double range), which
+// it reports as out_of_range rather than as a parse error; for those readers too.
+[[noreturn]] void throw_number_overflow(const std::string& where,
+                                        const nlohmann::json::out_of_range& error);
+
 // A JSON object being read, with the name of its origin and its path inside the document
 // ("plan", "zero_optimization") so that errors name the field exactly.
 class JsonFields {

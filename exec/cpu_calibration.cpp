@@ -81,8 +81,12 @@ class Sweep {
 
 void sweep_matmul(Sweep& sweep) {
   for (const int64_t m : {128, 512, 2048}) {
-    for (const auto& [k, n] :
+    // Named variables, not a structured binding: the lambdas below capture them, which clang
+    // refuses for structured bindings before clang 16 (the fuzz preset builds with clang 14).
+    for (const auto& k_n :
          {std::pair<int64_t, int64_t>{64, 192}, {256, 256}, {256, 768}, {256, 1024}, {1024, 256}}) {
+      const int64_t k = k_n.first;
+      const int64_t n = k_n.second;
       const auto inp = random_buffer(m * k, 1);
       const auto w = random_buffer(n * k, 2);
       const auto bias = random_buffer(n, 3);
@@ -142,8 +146,11 @@ void sweep_attention(Sweep& sweep) {
 }
 
 void sweep_rowwise(Sweep& sweep) {
-  for (const auto& [rows, width] :
+  // Named variables, not a structured binding, for the lambdas' sake (sweep_matmul).
+  for (const auto& rows_width :
        {std::pair<int64_t, int64_t>{256, 256}, {1024, 256}, {4096, 256}, {4096, 1024}}) {
+    const int64_t rows = rows_width.first;
+    const int64_t width = rows_width.second;
     const int64_t n = rows * width;
     const auto inp = random_buffer(n, 7);
     const auto dout = random_buffer(n, 8);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -34,14 +35,17 @@ class RowReader {
     const std::string& value = text(column);
     double out = 0;
     const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), out);
-    if (error != std::errc() || end != value.data() + value.size()) {
+    // from_chars also reads "nan" and "inf", which no measurement is.
+    if (error != std::errc() || end != value.data() + value.size() || !std::isfinite(out)) {
       fail(column, fmt::format("'{}' is not a number", value));
     }
     return out;
   }
+  // A whole number from 1 to 2^53 (where doubles stop holding every whole number): the range is
+  // checked before converting, which is undefined beyond int64_t's range (1e300).
   int64_t count(const std::string& column) const {
     const double value = number(column);
-    if (value < 1 || value != static_cast<double>(static_cast<int64_t>(value))) {
+    if (!(value >= 1 && value <= 9007199254740992.0) || value != std::trunc(value)) {
       fail(column, fmt::format("'{}' is not a whole number >= 1", text(column)));
     }
     return static_cast<int64_t>(value);

@@ -391,6 +391,8 @@ Trace parse_trace(std::string_view text, const std::string& where) {
     top = json::parse(text, callback);
   } catch (const json::parse_error& error) {
     throw_malformed_json(text, where, error);
+  } catch (const json::out_of_range& error) {
+    throw_number_overflow(where, error);
   }
   if (!array_format) {
     if (!top.is_object() || !top.contains("traceEvents") || !top.at("traceEvents").is_array()) {
