@@ -32,10 +32,21 @@ std::string one_line(const std::string& text) {
   return line;
 }
 
+// What a message quotes from the input (a value, a key) is cut to a length a terminal line can
+// hold: a megabyte string value would otherwise make a megabyte error line.
+std::string bounded(const std::string& text, size_t limit) {
+  if (text.size() <= limit) return text;
+  return fmt::format("{}... ({} characters in all)", text.substr(0, limit), text.size());
+}
+
 std::string format_input_error(const std::string& where, const std::string& field,
                                const std::string& problem, const std::string& fix) {
-  std::string text = field.empty() ? fmt::format("{}: {}", where, problem)
-                                   : fmt::format("{}: field '{}': {}", where, field, problem);
+  constexpr size_t kFieldLimit = 200;
+  constexpr size_t kProblemLimit = 600;
+  std::string text = field.empty()
+                         ? fmt::format("{}: {}", where, bounded(problem, kProblemLimit))
+                         : fmt::format("{}: field '{}': {}", where, bounded(field, kFieldLimit),
+                                       bounded(problem, kProblemLimit));
   if (!fix.empty()) text += fmt::format(". Fix: {}", fix);
   return one_line(text);
 }
