@@ -227,21 +227,31 @@ void refuse_qwen_window(const JsonFields& fields) {
   }
 }
 
-// GPT-J config.json (transformers' GPTJConfig; EleutherAI's GPT-J-6B): GPT-2's key names, rotary
-// positions on "rotary_dim" of each head (no parameters), attention and MLP in parallel after one
-// LayerNorm (GPTJBlock), no bias on q/k/v/out_proj, biased fc_in/fc_out, and an untied LM head with
-// a bias (GPTJForCausalLM's lm_head).
-ModelSpec parse_gptj_config(const JsonFields& fields) {
+// The shape GPT-2's key names give (GPT2Config, and GPTJConfig, which keeps them): layers, width,
+// heads (one K/V head per query head), MLP width ("n_inner": null in the released configs means
+// 4 * n_embd), vocabulary and positions ("n_positions"; older configs also, or only, carry
+// "n_ctx"); named from "_name_or_path", else the model type.
+ModelSpec gpt2_shape(const JsonFields& fields, const std::string& model_type) {
   ModelSpec model;
-  model.name = hf_name(fields, "gptj");
+  model.name = hf_name(fields, model_type);
   model.layers = fields.positive_int("n_layer");
   model.hidden = fields.positive_int("n_embd");
   model.heads = fields.positive_int("n_head");
   model.kv_heads = model.heads;
   model.ffn_hidden = fields.optional_positive_int("n_inner").value_or(4 * model.hidden);
   model.vocab = fields.positive_int("vocab_size");
-  model.max_seq = fields.positive_int("n_positions");
+  model.max_seq =
+      fields.has("n_positions") ? fields.positive_int("n_positions") : fields.positive_int("n_ctx");
   check_heads(fields, model, "n_embd", "n_head", "");
+  return model;
+}
+
+// GPT-J config.json (transformers' GPTJConfig; EleutherAI's GPT-J-6B): GPT-2's key names, rotary
+// positions on "rotary_dim" of each head (no parameters), attention and MLP in parallel after one
+// LayerNorm (GPTJBlock), no bias on q/k/v/out_proj, biased fc_in/fc_out, and an untied LM head with
+// a bias (GPTJForCausalLM's lm_head).
+ModelSpec parse_gptj_config(const JsonFields& fields) {
+  ModelSpec model = gpt2_shape(fields, "gptj");
   model.norm = NormKind::kLayerNorm;
   model.mlp = MlpKind::kGelu;
   model.position = PositionKind::kRotary;
@@ -409,19 +419,7 @@ ModelSpec parse_hf_config(const nlohmann::json& config, const std::string& where
 // learned positions, LM head tied to the token embedding, biases everywhere, dropout.
 ModelSpec parse_gpt2_config(const nlohmann::json& config, const std::string& where) {
   const JsonFields fields(config, where);
-  ModelSpec model;
-  model.name = hf_name(fields, "gpt2");
-  model.layers = fields.positive_int("n_layer");
-  model.hidden = fields.positive_int("n_embd");
-  model.heads = fields.positive_int("n_head");
-  model.kv_heads = model.heads;
-  // "n_inner": null in the released configs means 4 * n_embd.
-  model.ffn_hidden = fields.optional_positive_int("n_inner").value_or(4 * model.hidden);
-  model.vocab = fields.positive_int("vocab_size");
-  // "n_positions" is the position table size; older configs also (or only) carry "n_ctx".
-  model.max_seq =
-      fields.has("n_positions") ? fields.positive_int("n_positions") : fields.positive_int("n_ctx");
-  check_heads(fields, model, "n_embd", "n_head", "");
+  ModelSpec model = gpt2_shape(fields, "gpt2");
   model.norm = NormKind::kLayerNorm;
   model.mlp = MlpKind::kGelu;
   model.position = PositionKind::kLearned;
