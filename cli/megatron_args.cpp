@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/number_flags.hpp"
 #include "common/error.hpp"
 #include "common/json_input.hpp"
 
@@ -449,11 +450,12 @@ bool is_launcher_flag(std::string_view flag) {
          std::end(kLauncherFlags);
 }
 
-std::optional<int64_t> whole_number(const std::optional<std::string>& text) {
-  if (!text || text->empty() || text->size() > 9 ||
-      !std::all_of(text->begin(), text->end(), [](char c) { return std::isdigit(c); }))
-    return std::nullopt;
-  return std::stoll(*text);
+// A launcher's count of GPUs or nodes: a whole number small enough that their product cannot
+// overflow (9 digits); nullopt for anything else (an elastic range "1:4", a variable).
+std::optional<int64_t> launcher_count(const std::optional<std::string>& text) {
+  const std::optional<int64_t> count = text ? parse_int(*text) : std::nullopt;
+  if (!count || *count < 0 || *count > 999'999'999) return std::nullopt;
+  return count;
 }
 
 }  // namespace
@@ -535,9 +537,9 @@ std::vector<std::string> expand_megatron_args(const CLI::App& app, std::vector<s
     if (is_launcher_flag(flag.name)) {
       if (flag.name.starts_with("--nproc") || flag.name.starts_with("--num_gpus") ||
           flag.name == "--num-gpus")
-        per_node = whole_number(flag.value);
+        per_node = launcher_count(flag.value);
       if (flag.name == "--nnodes" || flag.name == "--num_nodes" || flag.name == "--num-nodes")
-        nodes = whole_number(flag.value);
+        nodes = launcher_count(flag.value);
       continue;
     }
     const CLI::Option* option = flag.name == "--megatron-args" || flag.name == "--help"

@@ -36,17 +36,25 @@ struct Scenario {
 constexpr std::string_view kScenarioKeys[] = {"description", "model",  "cluster",  "gpus",
                                               "plan",        "expect", "reference"};
 
-// A relative model or cluster path in a scenario is looked up beside the scenario file first
-// (so that `strata check` finds scenarios/models/ from any working directory), then from the
-// working directory; zoo names stay names.
-std::string beside_scenario(const std::string& name, const std::vector<std::string>& zoo,
-                            const std::string& scenario_path) {
+// A scenario's model or cluster (`key`): a zoo name, or a path looked up beside the scenario file
+// first (so that `strata check` finds scenarios/models/ from any working directory), then from the
+// working directory. Anything else is the scenario's mistake, refused naming the file and the key.
+std::string scenario_input(const JsonFields& fields, std::string_view key,
+                           const std::vector<std::string>& zoo) {
+  const std::string name = fields.string(key);
+  if (std::find(zoo.begin(), zoo.end(), name) != zoo.end()) return name;
   const std::filesystem::path path(name);
-  if (std::find(zoo.begin(), zoo.end(), name) != zoo.end() || path.is_absolute()) return name;
   const std::filesystem::path beside =
-      (std::filesystem::path(scenario_path).parent_path() / path).lexically_normal();
+      (std::filesystem::path(fields.where()).parent_path() / path).lexically_normal();
   std::error_code error;
-  return std::filesystem::is_regular_file(beside, error) ? beside.string() : name;
+  if (!path.is_absolute() && std::filesystem::is_regular_file(beside, error))
+    return beside.string();
+  if (std::filesystem::is_regular_file(path, error)) return name;
+  fields.fail(key,
+              fmt::format("'{}' is neither a zoo name nor a file (beside the scenario or from "
+                          "the working directory)",
+                          name),
+              fmt::format("use a zoo name ({}) or a path to a JSON file", fmt::join(zoo, ", ")));
 }
 
 Scenario read_scenario(const std::string& path, std::optional<Framework> framework) {
@@ -54,23 +62,8 @@ Scenario read_scenario(const std::string& path, std::optional<Framework> framewo
   const JsonFields fields(json, path);
   fields.refuse_unknown(kScenarioKeys);
   Scenario scenario;
-  scenario.model = beside_scenario(fields.string("model"), zoo_model_names(), path);
-  scenario.cluster = beside_scenario(fields.string("cluster"), zoo_cluster_names(), path);
-  // An unknown name is the scenario's mistake: named here, with the file and the field.
-  const auto known = [&](const std::string& key, const std::string& name,
-                         const std::vector<std::string>& zoo) {
-    std::error_code error;
-    if (std::find(zoo.begin(), zoo.end(), name) != zoo.end() ||
-        std::filesystem::is_regular_file(name, error))
-      return;
-    fields.fail(key,
-                fmt::format("'{}' is neither a zoo name nor a file (beside the scenario or from "
-                            "the working directory)",
-                            name),
-                fmt::format("use a zoo name ({}) or a path to a JSON file", fmt::join(zoo, ", ")));
-  };
-  known("model", scenario.model, zoo_model_names());
-  known("cluster", scenario.cluster, zoo_cluster_names());
+  scenario.model = scenario_input(fields, "model", zoo_model_names());
+  scenario.cluster = scenario_input(fields, "cluster", zoo_cluster_names());
   scenario.gpus = fields.optional_positive_int("gpus");
   if (framework) scenario.plan = apply_framework(scenario.plan, *framework);
   if (fields.has("plan")) {

@@ -96,6 +96,10 @@ bool norm_before(const ModelSpec& m) { return m.block != LayerBlock::kPostNorm; 
 bool norm_after(const ModelSpec& m) {
   return m.block == LayerBlock::kPostNorm || m.block == LayerBlock::kSandwich;
 }
+// A norm of the MLP's own before it: pre-norm, sandwich, and a parallel block with two norms.
+bool norm_before_mlp(const ModelSpec& m) {
+  return m.block != LayerBlock::kPostNorm && m.block != LayerBlock::kParallel;
+}
 
 // The attention of `layer`: the windowed op, or the global one on a windowed model's global layers.
 const OpPair& attention_of(const LoweringContext& ctx, int64_t layer) {
@@ -133,16 +137,16 @@ TaskId layer_forward_ops(const LoweringContext& ctx, RankState& state, int64_t l
                                       {TaskRole::kAttnOut, op.attn_out, op.attn_out_chunk, fwd,
                                        false, !parallel, op.fp8_cast_attn_out_in},
                                       kNoTask);
-  TaskId mlp_in = kNoTask;
-  if (parallel) {
-    if (m.block == LayerBlock::kParallelTwoNorms)
-      mlp_in = p.compute(TaskRole::kNorm2, op.norm.forward, {input});
-  } else {
+  if (!parallel) {
     if (norm_after(m)) p.compute(TaskRole::kPostNorm, op.norm.forward, {attn_reduced});
     p.compute(TaskRole::kAttnResidual, op.residual.forward, {attn_reduced});
-    if (norm_before(m)) mlp_in = p.compute(TaskRole::kNorm2, op.norm.forward);
   }
-  const bool gathers_mlp_in = !parallel || m.block == LayerBlock::kParallelTwoNorms;
+  TaskId mlp_in = kNoTask;
+  if (norm_before_mlp(m)) {
+    mlp_in = p.compute(TaskRole::kNorm2, op.norm.forward, {parallel ? input : kNoTask});
+  }
+  // The MLP gathers its own input unless it shares the attention's norm (and so its gather).
+  const bool gathers_mlp_in = m.block != LayerBlock::kParallel;
   tp_gemm(ctx, state,
           {TaskRole::kMlpUp, op.mlp_up, op.mlp_up_chunk, fwd, gathers_mlp_in, false, -1, column_in},
           mlp_in);
@@ -180,8 +184,7 @@ void recompute_unsaved_ops(const LoweringContext& ctx, RankState& state, TaskId 
   recompute(BlockProduct::kO, TaskRole::kAttnOut, op.attn_out.forward);
   if (norm_after(m)) run(TaskRole::kPostNorm, op.norm.forward);
   if (!m.parallel_block()) run(TaskRole::kAttnResidual, op.residual.forward);
-  if (m.norms_per_layer() > 1 && m.block != LayerBlock::kPostNorm)
-    run(TaskRole::kNorm2, op.norm.forward);
+  if (norm_before_mlp(m)) run(TaskRole::kNorm2, op.norm.forward);
   recompute(BlockProduct::kUp, TaskRole::kMlpUp, op.mlp_up_half);
   run(TaskRole::kMlpAct, op.mlp_act.forward);
   recompute(BlockProduct::kDown, TaskRole::kMlpDown, op.mlp_down.forward);
@@ -262,11 +265,9 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
                                     {TaskRole::kMlpUp, op.mlp_up, op.mlp_up_chunk, bwd, true,
                                      !shared_norm, op.fp8_grad_mlp_up, column_in},
                                     act);
+  if (norm_before_mlp(m)) p.compute(TaskRole::kNorm2, op.norm.backward, {up_reduced});
   TaskId attn_grad = kNoTask;
-  if (parallel) {
-    if (!shared_norm) p.compute(TaskRole::kNorm2, op.norm.backward, {up_reduced});
-  } else {
-    if (norm_before(m)) p.compute(TaskRole::kNorm2, op.norm.backward, {up_reduced});
+  if (!parallel) {
     attn_grad = p.compute(TaskRole::kAttnResidual, op.residual.backward);
     if (norm_after(m)) attn_grad = p.compute(TaskRole::kPostNorm, op.norm.backward);
   }
