@@ -19,7 +19,8 @@ help:
 	@echo "Strata: plan, simulate and run distributed training of transformer models."
 	@echo ""
 	@echo "  make demo       build the strata program, then run 'strata $(DEMO_ARGS)'"
-	@echo "  make test       build (preset default) and run every test (ctest --preset default)"
+	@echo "  make test       build (preset default), run every test (ctest --preset default), then"
+	@echo "                  make release and make fuzz-ci: what CI runs"
 	@echo "  make test-asan  build with AddressSanitizer + UBSan (preset debug-asan) and run the tests"
 	@echo "  make release    the Release build (-O3, warnings as errors; preset release, build/release)"
 	@echo "  make bench      build, then run the benchmarks (bench/README.md)"
@@ -58,8 +59,12 @@ demo: configure
 	@echo "(or --screenshot step.png without a display), or at https://ui.perfetto.dev; one lane"
 	@echo "per pipeline stage's rank and stream (compute, tp-comm, dp-comm, pp-send, pp-recv, host, background)."
 
+# Every test: the CTest suites, then the Release build users make (-O3, warnings as errors) and
+# the fuzzing harnesses' corpus replay with a short fuzzing run (fuzz-ci). CI runs exactly this.
 test: build
 	ctest --preset default -j $(JOBS)
+	$(MAKE) release
+	$(MAKE) fuzz-ci
 
 test-asan: setup
 	cmake --preset debug-asan
