@@ -1,11 +1,15 @@
-// Causal multi-head self-attention (Vaswani et al. 2017, GPT-2's masked variant), as llm.c's
-// attention_forward and attention_backward, with the two products of each (batch, head) through
-// BLAS: q, k and v are strided views of qkv (row stride 3*NH*HS), so no copies are made.
+// Causal self-attention (Vaswani et al. 2017, GPT-2's masked variant), as llm.c's
+// attention_forward and attention_backward, generalized to grouped-query attention (Ainslie et
+// al. 2023): NKV key/value heads shared by groups of NH / NKV query heads, query head h reading
+// kv head h / (NH / NKV), as Megatron-LM and Hugging Face group them. Multi-head attention is the
+// case NKV = NH. The two products of each (batch, head) go through BLAS: q, k and v are strided
+// views of qkv (row stride (NH + 2*NKV)*HS), so no copies are made.
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "common/error.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/kernels.hpp"
 
@@ -13,67 +17,96 @@ namespace strata::cpu {
 
 using detail::gemm;
 
-// out is (B,T,NH*HS), att (B,NH,T,T), qkv (B,T,3*NH*HS). Per (batch, head), with Q, K, V the
-// (T,HS) views: att = causal_softmax(Q @ K^T / sqrt(HS)), out = att @ V.
+namespace {
+
+// Where one (batch, query head)'s views start in qkv, dqkv, att and out, for the layout
+// [q (NH*HS) | k (NKV*HS) | v (NKV*HS)] per token.
+struct HeadViews {
+  int64_t q = 0;    // offset of q in qkv (and of dq in dqkv)
+  int64_t k = 0;    // offset of the group's k
+  int64_t v = 0;    // offset of the group's v
+  int64_t att = 0;  // offset of the (T,T) block in att
+  int64_t out = 0;  // offset in out (and dout)
+};
+
+HeadViews head_views(int64_t bi, int64_t h, int64_t t, int64_t nh, int64_t nkv, int64_t hs) {
+  const int64_t row = (nh + 2 * nkv) * hs;
+  const int64_t kv_head = h / (nh / nkv);
+  const int64_t batch = bi * t * row;
+  return {batch + h * hs, batch + (nh + kv_head) * hs, batch + (nh + nkv + kv_head) * hs,
+          (bi * nh + h) * t * t, bi * t * nh * hs + h * hs};
+}
+
+void check_heads(int64_t nh, int64_t nkv) {
+  STRATA_ASSERT(nkv > 0 && nh % nkv == 0,
+                "grouped-query attention needs NH to be a multiple of NKV (Ainslie et al. 2023)");
+}
+
+}  // namespace
+
+// out is (B,T,NH*HS), att (B,NH,T,T), qkv (B,T,(NH+2*NKV)*HS). Per (batch, query head h), with
+// Q the (T,HS) view of head h and K, V those of kv head h / (NH/NKV):
+// att = causal_softmax(Q @ K^T / sqrt(HS)), out = att @ V.
 template <typename T>
-void attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, int64_t nh, int64_t hs) {
+void gqa_attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, int64_t nh,
+                           int64_t nkv, int64_t hs) {
   if (b <= 0 || t <= 0 || nh <= 0 || hs <= 0) return;
+  check_heads(nh, nkv);
   const int64_t c = nh * hs;
-  const int64_t c3 = 3 * c;
+  const int64_t row = (nh + 2 * nkv) * hs;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
   for (int64_t bi = 0; bi < b; ++bi) {
     for (int64_t h = 0; h < nh; ++h) {
-      const T* q = qkv + bi * t * c3 + h * hs;
-      const T* k = q + c;
-      const T* v = q + 2 * c;
-      T* a = att + (bi * nh + h) * t * t;
-      T* y = out + bi * t * c + h * hs;
+      const HeadViews at = head_views(bi, h, t, nh, nkv, hs);
+      T* a = att + at.att;
       // The full (T,T) score matrix; the causal softmax below zeroes the part above the diagonal.
-      gemm(CblasNoTrans, CblasTrans, t, t, hs, scale, q, c3, k, c3, T(0), a, t);
+      gemm(CblasNoTrans, CblasTrans, t, t, hs, scale, qkv + at.q, row, qkv + at.k, row, T(0), a, t);
       for (int64_t i = 0; i < t; ++i) {
-        T* row = a + i * t;
-        T max = row[0];
-        for (int64_t j = 1; j <= i; ++j) max = std::max(max, row[j]);
+        T* a_row = a + i * t;
+        T max = a_row[0];
+        for (int64_t j = 1; j <= i; ++j) max = std::max(max, a_row[j]);
         T sum = 0;
         for (int64_t j = 0; j <= i; ++j) {
-          row[j] = std::exp(row[j] - max);
-          sum += row[j];
+          a_row[j] = std::exp(a_row[j] - max);
+          sum += a_row[j];
         }
         const T inv_sum = T(1) / sum;
-        for (int64_t j = 0; j <= i; ++j) row[j] *= inv_sum;
-        for (int64_t j = i + 1; j < t; ++j) row[j] = T(0);
+        for (int64_t j = 0; j <= i; ++j) a_row[j] *= inv_sum;
+        for (int64_t j = i + 1; j < t; ++j) a_row[j] = T(0);
       }
-      gemm(CblasNoTrans, CblasNoTrans, t, hs, t, T(1), a, t, v, c3, T(0), y, c);
+      gemm(CblasNoTrans, CblasNoTrans, t, hs, t, T(1), a, t, qkv + at.v, row, T(0), out + at.out,
+           c);
     }
   }
 }
 
-// dqkv is (B,T,3*NH*HS), dout (B,T,NH*HS), qkv (B,T,3*NH*HS), att (B,NH,T,T). Per (batch, head):
-//   datt = dout @ V^T,  dV = att^T @ dout,
+// dqkv is (B,T,(NH+2*NKV)*HS), dout (B,T,NH*HS), qkv (B,T,(NH+2*NKV)*HS), att (B,NH,T,T). Per
+// (batch, query head h), with K, V the views of its kv head:
+//   datt = dout @ V^T,  dV += att^T @ dout,
 //   dpre[i][j] = att[i][j] * (datt[i][j] - sum_l att[i][l] datt[i][l])   (softmax backward),
-//   dQ = scale * dpre @ K,  dK = scale * dpre^T @ Q.
-// The three products write (beta 0) disjoint column blocks that cover all of dqkv.
+//   dQ = scale * dpre @ K,  dK += scale * dpre^T @ Q.
+// A kv head's dK and dV sum over the query heads of its group, in head order: the group's first
+// head writes them (beta 0), the others add (beta 1). With the dQ products, every column block
+// of dqkv is written.
 template <typename T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int64_t b, int64_t t,
-                        int64_t nh, int64_t hs) {
+void gqa_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int64_t b,
+                            int64_t t, int64_t nh, int64_t nkv, int64_t hs) {
   if (b <= 0 || t <= 0 || nh <= 0 || hs <= 0) return;
+  check_heads(nh, nkv);
   const int64_t c = nh * hs;
-  const int64_t c3 = 3 * c;
+  const int64_t row = (nh + 2 * nkv) * hs;
+  const int64_t group = nh / nkv;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
   std::vector<T> dpre(static_cast<size_t>(t * t));
   for (int64_t bi = 0; bi < b; ++bi) {
     for (int64_t h = 0; h < nh; ++h) {
-      const T* q = qkv + bi * t * c3 + h * hs;
-      const T* k = q + c;
-      const T* v = q + 2 * c;
-      T* dq = dqkv + bi * t * c3 + h * hs;
-      T* dk = dq + c;
-      T* dv = dq + 2 * c;
-      const T* a = att + (bi * nh + h) * t * t;
-      const T* dy = dout + bi * t * c + h * hs;
+      const HeadViews at = head_views(bi, h, t, nh, nkv, hs);
+      const T* a = att + at.att;
+      const T* dy = dout + at.out;
+      const T kv_beta = h % group == 0 ? T(0) : T(1);
       // datt, then the softmax backward in place; entries above the diagonal end at 0 since
       // att is 0 there.
-      gemm(CblasNoTrans, CblasTrans, t, t, hs, T(1), dy, c, v, c3, T(0), dpre.data(), t);
+      gemm(CblasNoTrans, CblasTrans, t, t, hs, T(1), dy, c, qkv + at.v, row, T(0), dpre.data(), t);
       for (int64_t i = 0; i < t; ++i) {
         const T* a_row = a + i * t;
         T* d_row = dpre.data() + i * t;
@@ -82,13 +115,35 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int6
         for (int64_t j = 0; j <= i; ++j) d_row[j] = a_row[j] * (d_row[j] - dot);
         for (int64_t j = i + 1; j < t; ++j) d_row[j] = T(0);
       }
-      gemm(CblasTrans, CblasNoTrans, t, hs, t, T(1), a, t, dy, c, T(0), dv, c3);
-      gemm(CblasNoTrans, CblasNoTrans, t, hs, t, scale, dpre.data(), t, k, c3, T(0), dq, c3);
-      gemm(CblasTrans, CblasNoTrans, t, hs, t, scale, dpre.data(), t, q, c3, T(0), dk, c3);
+      gemm(CblasTrans, CblasNoTrans, t, hs, t, T(1), a, t, dy, c, kv_beta, dqkv + at.v, row);
+      gemm(CblasNoTrans, CblasNoTrans, t, hs, t, scale, dpre.data(), t, qkv + at.k, row, T(0),
+           dqkv + at.q, row);
+      gemm(CblasTrans, CblasNoTrans, t, hs, t, scale, dpre.data(), t, qkv + at.q, row, kv_beta,
+           dqkv + at.k, row);
     }
   }
 }
 
+// Multi-head attention: the grouped-query kernels with one query head per kv head.
+template <typename T>
+void attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, int64_t nh, int64_t hs) {
+  gqa_attention_forward(out, att, qkv, b, t, nh, nh, hs);
+}
+
+template <typename T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int64_t b, int64_t t,
+                        int64_t nh, int64_t hs) {
+  gqa_attention_backward(dqkv, dout, qkv, att, b, t, nh, nh, hs);
+}
+
+template void gqa_attention_forward<float>(float*, float*, const float*, int64_t, int64_t, int64_t,
+                                           int64_t, int64_t);
+template void gqa_attention_forward<double>(double*, double*, const double*, int64_t, int64_t,
+                                            int64_t, int64_t, int64_t);
+template void gqa_attention_backward<float>(float*, const float*, const float*, const float*,
+                                            int64_t, int64_t, int64_t, int64_t, int64_t);
+template void gqa_attention_backward<double>(double*, const double*, const double*, const double*,
+                                             int64_t, int64_t, int64_t, int64_t, int64_t);
 template void attention_forward<float>(float*, float*, const float*, int64_t, int64_t, int64_t,
                                        int64_t);
 template void attention_forward<double>(double*, double*, const double*, int64_t, int64_t, int64_t,

@@ -77,9 +77,23 @@ void swiglu_forward(T* out, const T* inp, int64_t n, int64_t h);
 template <typename T>
 void swiglu_backward(T* dinp, const T* inp, const T* dout, int64_t n, int64_t h);
 
-// Causal multi-head attention. qkv is (B,T,3*NH*HS): per token [q | k | v], each NH heads of HS.
+// Causal grouped-query attention (Ainslie et al. 2023): NKV key/value heads, NH % NKV == 0, query
+// head h attending with kv head h / (NH/NKV) (Megatron-LM's and Hugging Face's grouping). qkv is
+// (B,T,(NH+2*NKV)*HS): per token [q (NH*HS) | k (NKV*HS) | v (NKV*HS)], heads of HS.
 // att (B,NH,T,T) receives the softmax probabilities of scale * q.k (scale 1/sqrt(HS)), zero above
 // the diagonal; out (B,T,NH*HS) = att @ v.
+template <typename T>
+void gqa_attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, int64_t nh,
+                           int64_t nkv, int64_t hs);
+// dqkv (B,T,(NH+2*NKV)*HS) = the gradient of out with respect to qkv, from dout (B,T,NH*HS) and
+// the saved att; written (=). A kv head's dk and dv sum over the NH/NKV query heads of its group.
+template <typename T>
+void gqa_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int64_t b,
+                            int64_t t, int64_t nh, int64_t nkv, int64_t hs);
+
+// Causal multi-head attention: grouped-query attention with NKV = NH, the same results bit for
+// bit. qkv is (B,T,3*NH*HS): per token [q | k | v], each NH heads of HS; att (B,NH,T,T),
+// out (B,T,NH*HS).
 template <typename T>
 void attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, int64_t nh, int64_t hs);
 // dqkv (B,T,3*NH*HS) = the gradient of out with respect to qkv, from dout (B,T,NH*HS) and the
@@ -87,6 +101,25 @@ void attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, int64
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int64_t b, int64_t t,
                         int64_t nh, int64_t hs);
+
+// Rotary position embedding (Su et al. 2021, RoFormer), rotate-half layout (Megatron-LM's
+// apply_rotary_pos_emb with rotary_interleaved=False, Hugging Face Llama's rotate_half). inp and
+// out are (B,T,W) with W = row_stride; the heads (HS even) in columns
+// [first_col, first_col + heads*HS) are rotated, the other columns copied when out != inp
+// (out == inp works in place). For the token at position p (0 <= p < T) of its sequence, pair
+// i < HS/2 of each head, x its HS channels, rotates by angle = p * theta^(-2i/HS) (in double):
+//   out[i] = x[i] cos - x[i + HS/2] sin,   out[i + HS/2] = x[i + HS/2] cos + x[i] sin.
+// theta is the base (10000 in RoFormer and Llama 2, 500000 in Llama 3). Example, a fused QKV
+// output of W = (NH + 2*NKV)*HS: the queries are heads = NH, first_col = 0; the keys
+// heads = NKV, first_col = NH*HS.
+template <typename T>
+void rotary_forward(T* out, const T* inp, int64_t b, int64_t t, int64_t heads, int64_t hs,
+                    int64_t row_stride, int64_t first_col, double theta);
+// dinp (B,T,W) = dout rotated by the negative angle (a rotation's transpose), the other columns
+// copied; written (=), in place when dinp == dout.
+template <typename T>
+void rotary_backward(T* dinp, const T* dout, int64_t b, int64_t t, int64_t heads, int64_t hs,
+                     int64_t row_stride, int64_t first_col, double theta);
 
 // out (N,C) = residual (N,C) + branch (N,C) + bias (C, or null): a residual add, with the bias of
 // the row-parallel product before it (Megatron adds that bias after the reduction).
