@@ -185,6 +185,12 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
                    "Megatron-LM: selective recompute");
   command.add_flag("--sequence-parallel", flags.sequence_parallel,
                    "Megatron-LM sequence parallelism");
+  command.add_option("--rank-order", flags.rank_order,
+                     fmt::format("How ranks are laid out over the parallel axes, innermost first "
+                                 "(Megatron-Core's order; default {})",
+                                 defaults.axes().order_text()));
+  command.add_flag("--use-tp-pp-dp-mapping", flags.tp_pp_dp_mapping,
+                   "Megatron-LM: lay ranks out tp-cp-ep-pp-dp (pipeline inside data parallel)");
   command.add_option("--schedule", flags.schedule,
                      fmt::format("Pipeline schedule: gpipe, 1f1b, interleaved (default {}; "
                                  "interleaved with --vpp)",
@@ -366,6 +372,15 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
   } else if (flags.sequence_parallel) {
     plan.sequence_parallel = true;
   }
+  if (flags.rank_order && flags.tp_pp_dp_mapping) {
+    throw InputError(kCommandLine, "--use-tp-pp-dp-mapping",
+                     "--rank-order and --use-tp-pp-dp-mapping both set the rank order",
+                     "give one of them");
+  }
+  // Megatron-LM's initialize.py: order 'tp-cp-ep-pp-dp' under --use-tp-pp-dp-mapping.
+  if (flags.tp_pp_dp_mapping) plan.rank_order = parse_rank_order("tp-cp-ep-pp-dp", "", "");
+  if (flags.rank_order)
+    plan.rank_order = parse_rank_order(*flags.rank_order, kCommandLine, "--rank-order");
   if (flags.schedule) {
     plan.schedule = parse_schedule(*flags.schedule, kCommandLine, "--schedule");
   } else if (plan.vpp > 1) {

@@ -46,7 +46,9 @@ struct PlanFlags {
   std::optional<bool> fused_kernels;                      // --fused-kernels true|false
   bool recompute_activations = false;  // Megatron's --recompute-activations (selective)
   bool sequence_parallel = false;
-  bool distributed_optimizer = false;  // Megatron's --use-distributed-optimizer (ZeRO 1)
+  std::optional<std::string> rank_order;  // --rank-order tp-cp-ep-dp-pp
+  bool tp_pp_dp_mapping = false;          // Megatron-LM's --use-tp-pp-dp-mapping
+  bool distributed_optimizer = false;     // Megatron's --use-distributed-optimizer (ZeRO 1)
   bool bf16 = false;
   bool fp16 = false;
   std::string deepspeed_config;

@@ -1,6 +1,7 @@
 #include "cli/plan_report.hpp"
 
 #include <array>
+#include <cctype>
 #include <limits>
 
 #include <fmt/format.h>
@@ -178,15 +179,39 @@ std::string plan_summary(const CompiledPlan& c) {
   return out;
 }
 
+namespace {
+
+std::string upper_name(Axis axis) {
+  std::string name = to_string(axis);
+  for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return name;
+}
+
+}  // namespace
+
 std::string layout_table(const CompiledPlan& c) {
   const RankLayout layout(c.plan, c.cluster.gpus_per_node);
-  std::string out = "rank layout (TP innermost, then DP, then PP)\n";
-  out +=
-      fmt::format("{:>6} {:>5} {:>4} {:>4} {:>4} {:>4}\n", "rank", "node", "gpu", "dp", "pp", "tp");
+  // The rank order's axes: dp, tp, pp, and cp and ep where the plan splits along them.
+  std::vector<std::string> order;
+  for (const Axis axis : layout.axes().order) {
+    const bool shown = axis == Axis::kDp || axis == Axis::kTp || axis == Axis::kPp;
+    if (shown || layout.size(axis) > 1) order.push_back(upper_name(axis));
+  }
+  std::string out = fmt::format("rank layout ({} innermost, then {})\n", order.front(),
+                                fmt::join(order.begin() + 1, order.end(), ", then "));
+  // Columns: dp, pp, tp, then cp and ep where present.
+  std::vector<Axis> columns = {Axis::kDp, Axis::kPp, Axis::kTp};
+  for (const Axis axis : {Axis::kCp, Axis::kEp}) {
+    if (layout.size(axis) > 1) columns.push_back(axis);
+  }
+  out += fmt::format("{:>6} {:>5} {:>4}", "rank", "node", "gpu");
+  for (const Axis axis : columns) out += fmt::format(" {:>4}", to_string(axis));
+  out += "\n";
   for (int64_t rank = 0; rank < layout.world_size(); ++rank) {
     const RankCoord r = layout.coord(rank);
-    out +=
-        fmt::format("{:>6} {:>5} {:>4} {:>4} {:>4} {:>4}\n", rank, r.node, r.gpu, r.dp, r.pp, r.tp);
+    out += fmt::format("{:>6} {:>5} {:>4}", rank, r.node, r.gpu);
+    for (const Axis axis : columns) out += fmt::format(" {:>4}", r[axis]);
+    out += "\n";
   }
   return out;
 }

@@ -63,8 +63,6 @@ std::string large(double value) {
   return fmt::format("{:.2f}", value);
 }
 
-double exposed_total(const CommSeconds& comm) { return comm.tp + comm.pp + comm.dp; }
-
 std::string yes_no(bool value) { return value ? "on" : "off"; }
 
 // The plan fields in which two plans differ: "tp 4 / 8, pp 8 / 16".
@@ -103,12 +101,14 @@ std::string why_line(const SearchReportInputs& in, const PlanOutcome& best,
                      const PlanOutcome& second) {
   const PlanFigures& a = best.figures;
   const PlanFigures& b = second.figures;
-  std::array<std::pair<const char*, double>, 5> terms{{
+  std::array<std::pair<const char*, double>, 7> terms{{
       {"compute", a.compute_s - b.compute_s},
       {"pipeline bubble", a.bubble_s - b.bubble_s},
       {"exposed tp", a.stage_exposed_comm_s.tp - b.stage_exposed_comm_s.tp},
       {"exposed pp", a.stage_exposed_comm_s.pp - b.stage_exposed_comm_s.pp},
       {"exposed dp", a.stage_exposed_comm_s.dp - b.stage_exposed_comm_s.dp},
+      {"exposed cp", a.stage_exposed_comm_s.cp - b.stage_exposed_comm_s.cp},
+      {"exposed ep", a.stage_exposed_comm_s.ep - b.stage_exposed_comm_s.ep},
   }};
   std::stable_sort(terms.begin(), terms.end(), [](const auto& x, const auto& y) {
     return std::abs(x.second) > std::abs(y.second);
@@ -154,7 +154,7 @@ std::string table_row(const SearchReportInputs& in, size_t rank, const PlanOutco
       "{:>10.0f} {:>5.1f}% {:>5.1f}% {:>9.3f} {:>8} {:>8} {:>8} {:>8} {:>8.3g}",
       rank, p.gpus(), p.dp, p.tp, p.pp, p.vpp, to_string(p.schedule), p.micro_batch, p.zero_stage,
       to_string(p.recompute), yes_no(p.sequence_parallel), overlap_cell(p), f.step_time_s,
-      f.tokens_per_s, 100 * f.mfu, 100 * f.bubble_fraction, exposed_total(f.exposed_comm_s),
+      f.tokens_per_s, 100 * f.mfu, 100 * f.bubble_fraction, f.exposed_comm_s.total(),
       gib(f.peak_memory_bytes), gib(f.device_memory_bytes - f.peak_memory_bytes),
       usd(f.cost_usd_per_step), usd(f.cost_usd_per_million_tokens),
       f.energy_joules_per_step / kJoulesPerKwh);

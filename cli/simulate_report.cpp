@@ -23,8 +23,13 @@ std::string energy_line(const CompiledPlan& compiled, const SimResult& result) {
                      device.tdp_watts, device.name);
 }
 
+// tp, pp and dp, then cp and ep where the plan communicates along them.
 std::string comm_text(const CommSeconds& comm) {
-  return fmt::format("tp {}, pp {}, dp {}", ms(comm.tp), ms(comm.pp), ms(comm.dp));
+  std::string text = fmt::format("tp {}, pp {}, dp {}", ms(comm.tp), ms(comm.pp), ms(comm.dp));
+  for (const Axis axis : {Axis::kCp, Axis::kEp}) {
+    if (comm[axis] > 0) text += fmt::format(", {} {}", to_string(axis), ms(comm[axis]));
+  }
+  return text;
 }
 
 // "rank 3 computes 1.5x slower; ranks 0-3 on h100-sxm", or "" for a uniform cluster.

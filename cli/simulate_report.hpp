@@ -3,7 +3,7 @@
 // report with stable keys (docs/design.md, "Outputs"):
 //   step_time_s, tokens_per_s, samples_per_s, model_flops_per_step, hardware_flops_per_step,
 //   model_tflops_per_gpu, hardware_tflops_per_gpu, mfu, hfu, bubble_fraction,
-//   exposed_comm_s {tp, pp, dp}, comm_s {tp, pp, dp}, peak_memory_bytes, fits_in_memory,
+//   exposed_comm_s {tp, cp, ep, dp, pp}, comm_s {tp, cp, ep, dp, pp}, peak_memory_bytes, fits_in_memory,
 //   cost_usd_per_step, cost_usd_per_million_tokens,
 //   per_stage [{stage, busy_s, idle_s, bubble_fraction, exposed_comm_s, comm_s,
 //               peak_memory_bytes, memory {params, grads, optimizer, activations, buffers}}],

@@ -42,7 +42,9 @@ std::map<std::string, std::vector<float>> assemble_weights(
         for (int64_t tp = 0; tp < plan.tp; ++tp) {
           std::vector<float> shard;
           for (int64_t dp = 0; dp < (chunks ? plan.dp : 1); ++dp) {
-            const auto& part = per_rank[static_cast<size_t>(layout.rank_of(dp, stage, tp))][index];
+            const auto& part =
+                per_rank[static_cast<size_t>(layout.rank_of({.tp = tp, .dp = dp, .pp = stage}))]
+                        [index];
             STRATA_ASSERT(part.name == spec.name, "ranks list their tensors in block order");
             shard.insert(shard.end(), part.values.begin(), part.values.end());
           }

@@ -82,8 +82,10 @@ std::string graph_to_json(const TaskGraph& graph) {
   out.reserve(static_cast<size_t>(graph.size()) * 160 + 4096);
   fmt::format_to(
       std::back_inserter(out),
-      R"({{"format":"strata-task-graph","version":1,"mode":"{}","dp":{},"tp":{},"pp":{},)",
-      to_string(graph.mode()), graph.dp(), graph.tp(), graph.pp());
+      R"({{"format":"strata-task-graph","version":1,"mode":"{}","dp":{},"tp":{},"pp":{},"cp":{},)"
+      R"("ep":{},"rank_order":"{}",)",
+      to_string(graph.mode()), graph.size(Axis::kDp), graph.size(Axis::kTp), graph.size(Axis::kPp),
+      graph.size(Axis::kCp), graph.size(Axis::kEp), graph.axes().order_text());
   out += "\n\"ranks\":[";
   for (size_t i = 0; i < graph.ranks().size(); ++i) {
     const GraphRank& r = graph.ranks()[i];

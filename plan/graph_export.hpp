@@ -3,8 +3,8 @@
 // contract for a reader in another language, and Graphviz DOT (`--dot FILE.dot`) for looking at
 // small graphs. Both are deterministic: the same graph gives the same bytes.
 //
-// JSON: {"format": "strata-task-graph", "version": 1, "mode", "dp", "tp", "pp",
-//   "ranks": [{"rank", "stage"}], "ops": [{"kind", "direction", "dtype", "dims", "flops"
+// JSON: {"format": "strata-task-graph", "version": 1, "mode", "dp", "tp", "pp", "cp", "ep",
+//   "rank_order" ("tp-cp-ep-dp-pp", innermost first), "ranks": [{"rank", "stage"}], "ops": [{"kind", "direction", "dtype", "dims", "flops"
 //   (executed), "model_flops" (counted in MFU), "bytes"}], "groups": [{"kind", "ranks"}],
 //   "buckets": [{"first_layer", "layers", "embedding", "head"}], "tasks": [{"id", "rank",
 //   "stream", "kind", "phase", "role", "layer", "micro_batch", "chunk", "deps", then by kind:

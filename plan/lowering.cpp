@@ -75,32 +75,27 @@ std::vector<int32_t> as_ranks(const std::vector<int64_t>& ranks) {
 RankGroups rank_groups(const LoweringContext& ctx, TaskGraph& graph, int64_t rank) {
   const ParallelPlan& plan = ctx.plan;
   const RankLayout& layout = ctx.layout;
+  const auto along = [&](GroupKind kind) {
+    return graph.add_group(kind, as_ranks(layout.group(rank, group_axes(kind))));
+  };
   const RankCoord c = layout.coord(rank);
   RankGroups groups;
-  if (plan.tp > 1) groups.tp = graph.add_group(GroupKind::kTp, as_ranks(layout.tp_group(rank)));
-  if (plan.dp > 1) groups.dp = graph.add_group(GroupKind::kDp, as_ranks(layout.dp_group(rank)));
+  if (plan.tp > 1) groups.tp = along(GroupKind::kTp);
+  if (plan.dp > 1) groups.dp = along(GroupKind::kDp);
   const bool edge_stage = c.pp == 0 || c.pp == plan.pp - 1;
   if (plan.pp > 1 && ctx.model.tied_embeddings && edge_stage) {
-    groups.embedding = graph.add_group(
-        GroupKind::kEmbedding, {static_cast<int32_t>(layout.rank_of(c.dp, 0, c.tp)),
-                                static_cast<int32_t>(layout.rank_of(c.dp, plan.pp - 1, c.tp))});
+    groups.embedding =
+        graph.add_group(GroupKind::kEmbedding,
+                        {static_cast<int32_t>(layout.rank_of(c.with(Axis::kPp, 0))),
+                         static_cast<int32_t>(layout.rank_of(c.with(Axis::kPp, plan.pp - 1)))});
   }
-  if (plan.fp8 != Fp8Format::kNone && plan.dp * plan.tp > 1) {
-    std::vector<int32_t> stage_ranks;
-    for (int64_t dp = 0; dp < plan.dp; ++dp) {
-      for (int64_t tp = 0; tp < plan.tp; ++tp)
-        stage_ranks.push_back(static_cast<int32_t>(layout.rank_of(dp, c.pp, tp)));
-    }
-    std::sort(stage_ranks.begin(), stage_ranks.end());
-    groups.stage = graph.add_group(GroupKind::kStage, std::move(stage_ranks));
+  if (plan.fp8 != Fp8Format::kNone && layout.axes().product(kReplicaAxes) > 1) {
+    groups.stage = along(GroupKind::kStage);
   }
   if (plan.zero_stage == 0 && plan.tp * plan.pp > 1) {
-    groups.grad_norm =
-        graph.add_group(GroupKind::kModelParallel, as_ranks(layout.model_parallel_group(rank)));
+    groups.grad_norm = along(GroupKind::kModelParallel);
   } else if (plan.zero_stage > 0 && layout.world_size() > 1) {
-    std::vector<int32_t> world(static_cast<size_t>(layout.world_size()));
-    std::iota(world.begin(), world.end(), 0);
-    groups.grad_norm = graph.add_group(GroupKind::kWorld, std::move(world));
+    groups.grad_norm = along(GroupKind::kWorld);
   }
   return groups;
 }
@@ -155,8 +150,8 @@ class LayerGathers {
 
 class PassLowering {
  public:
-  PassLowering(const LoweringContext& ctx, RankState& state, int64_t dp, int64_t tp)
-      : ctx_(ctx), state_(state), dp_(dp), tp_(tp) {}
+  PassLowering(const LoweringContext& ctx, RankState& state, const RankCoord& coord)
+      : ctx_(ctx), state_(state), coord_(coord) {}
 
   void forward(const PipelineWork& work);
   void backward(const PipelineWork& work);
@@ -166,7 +161,7 @@ class PassLowering {
 
  private:
   int32_t stage_rank(int64_t stage) const {
-    return static_cast<int32_t>(ctx_.layout.rank_of(dp_, stage, tp_));
+    return static_cast<int32_t>(ctx_.layout.rank_of(coord_.with(Axis::kPp, stage)));
   }
   int64_t virtual_stage(int64_t chunk) const { return chunk * ctx_.plan.pp + state_.stage; }
   // Pipeline p2p as Megatron-LM's schedules run it. 1F1B and GPipe (forward_backward_pipelining_
@@ -212,8 +207,7 @@ class PassLowering {
 
   const LoweringContext& ctx_;
   RankState& state_;
-  int64_t dp_;
-  int64_t tp_;
+  RankCoord coord_;
   TaskId embedding_grads_ = kNoTask;
 };
 
@@ -407,7 +401,7 @@ LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& pla
 
 TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,
                               int64_t gpus_per_node, GraphMode mode) {
-  TaskGraph graph(mode, plan.dp, plan.tp, plan.pp);
+  TaskGraph graph(mode, plan.axes());
   const LoweringContext ctx(model, plan, gpus_per_node, graph);
   std::vector<StageSchedule> schedules;
   for (int64_t stage = 0; stage < plan.pp; ++stage)
@@ -419,7 +413,7 @@ TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,
     for (int64_t rank = 0; rank < ctx.layout.world_size(); ++rank) ranks.push_back(rank);
   } else {
     for (int64_t stage = 0; stage < plan.pp; ++stage)
-      ranks.push_back(ctx.layout.rank_of(0, stage, 0));
+      ranks.push_back(ctx.layout.rank_of(RankCoord{}.with(Axis::kPp, stage)));
   }
   for (const int64_t rank : ranks) {
     const RankCoord c = ctx.layout.coord(rank);
@@ -431,7 +425,7 @@ TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,
     state.param_gathers.resize(static_cast<size_t>(plan.vpp));
     for (int64_t chunk = 0; chunk < plan.vpp; ++chunk)
       state.buckets.push_back(chunk_buckets(ctx, graph, c.pp, chunk));
-    PassLowering passes(ctx, state, c.dp, c.tp);
+    PassLowering passes(ctx, state, c);
     for (const PipelineWork& work : schedules[static_cast<size_t>(c.pp)]) {
       if (work.kind == WorkKind::kForward) {
         passes.forward(work);

@@ -22,6 +22,17 @@ std::string divisors_of(int64_t n) {
 
 }  // namespace
 
+ParallelAxes ParallelPlan::axes() const {
+  ParallelAxes axes;
+  at(axes.sizes, Axis::kTp) = tp;
+  at(axes.sizes, Axis::kCp) = cp;
+  at(axes.sizes, Axis::kEp) = ep;
+  at(axes.sizes, Axis::kDp) = dp;
+  at(axes.sizes, Axis::kPp) = pp;
+  axes.order = rank_order;
+  return axes;
+}
+
 std::vector<int64_t> layers_per_stage(const ParallelPlan& plan, const ModelSpec& model) {
   std::vector<int64_t> layers(static_cast<size_t>(plan.pp), 0);
   if (plan.first_stage_layers == 0 && plan.last_stage_layers == 0) {

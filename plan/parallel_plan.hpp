@@ -1,6 +1,7 @@
 #pragma once
 // ParallelPlan: how one training step of a model is split over GPUs. The field names are the
-// field's words (Megatron-LM, DeepSpeed): dp x tp x pp ranks, vpp model chunks per pipeline stage
+// field's words (Megatron-LM, DeepSpeed): ranks along the parallel axes (plan/parallel_axes.hpp;
+// dp x tp x pp, with cp and ep at 1 for now) in a rank order, vpp model chunks per pipeline stage
 // (interleaved 1F1B), ZeRO stage, micro-batch and global batch in sequences, recompute, sequence
 // parallel, pipeline schedule, training dtype.
 
@@ -11,6 +12,7 @@
 
 #include "models/model_spec.hpp"
 #include "models/ops.hpp"
+#include "plan/parallel_axes.hpp"
 #include "topologies/device_spec.hpp"
 
 namespace strata {
@@ -95,6 +97,12 @@ struct ParallelPlan {
   int64_t dp = 1;
   int64_t tp = 1;
   int64_t pp = 1;
+  // Context and expert parallelism: present at size 1; the plan compiler does not split along
+  // them yet.
+  int64_t cp = 1;
+  int64_t ep = 1;
+  // How ranks are laid out over the axes, innermost first (--rank-order; Megatron-Core's order).
+  std::array<Axis, kAxisCount> rank_order = kMegatronOrder;
   int64_t vpp = 1;           // model chunks per pipeline stage; > 1 only with interleaved
   int64_t zero_stage = 0;    // 0: plain DP; 1: optimizer states; 2: + gradients; 3: + parameters
   int64_t micro_batch = 1;   // sequences per micro-batch per DP replica
@@ -142,7 +150,9 @@ struct ParallelPlan {
   // stage3_max_live_parameters); -1: the framework's default (prefetch_window_layers).
   int64_t prefetch_layers = -1;
 
-  int64_t gpus() const { return dp * tp * pp; }
+  // The axes' sizes in the rank order.
+  ParallelAxes axes() const;
+  int64_t gpus() const { return dp * tp * pp * cp * ep; }
   // Micro-batches each pipeline runs per step (gradient-accumulation steps).
   int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
   int64_t tokens_per_step() const { return global_batch * seq_len; }

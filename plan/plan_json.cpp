@@ -79,7 +79,8 @@ constexpr std::string_view kPlanKeys[] = {"dp",
                                           "offload_param",
                                           "prefetch_layers",
                                           "horovod_cycle_time_ms",
-                                          "fused_kernels"};
+                                          "fused_kernels",
+                                          "rank_order"};
 
 }  // namespace
 
@@ -173,6 +174,10 @@ ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan,
                                              fields.field_name("host_dispatch"));
   }
   plan.fused_kernels = fields.boolean("fused_kernels", plan.fused_kernels);
+  if (fields.has("rank_order")) {
+    plan.rank_order = parse_rank_order(fields.string("rank_order"), fields.where(),
+                                       fields.field_name("rank_order"));
+  }
   plan.offload.optimizer = fields.boolean("offload_optimizer", plan.offload.optimizer);
   plan.offload.params = fields.boolean("offload_param", plan.offload.params);
   if (fields.has("prefetch_layers"))
@@ -213,6 +218,7 @@ nlohmann::json plan_to_json(const ParallelPlan& plan) {
   if (plan.recompute_layers > 0) out["recompute_layers"] = plan.recompute_layers;
   out["host_dispatch"] = to_string(plan.host_dispatch);
   if (!plan.fused_kernels) out["fused_kernels"] = false;
+  if (plan.rank_order != kMegatronOrder) out["rank_order"] = plan.axes().order_text();
   if (plan.first_stage_layers > 0) out["first_stage_layers"] = plan.first_stage_layers;
   if (plan.last_stage_layers > 0) out["last_stage_layers"] = plan.last_stage_layers;
   if (plan.offload.optimizer) out["offload_optimizer"] = true;

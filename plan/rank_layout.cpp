@@ -1,53 +1,97 @@
 #include "plan/rank_layout.hpp"
 
+#include <algorithm>
+
 #include "common/error.hpp"
 
 namespace strata {
 
-RankLayout::RankLayout(const ParallelPlan& plan, int64_t gpus_per_node)
-    : dp_(plan.dp), tp_(plan.tp), pp_(plan.pp), gpus_per_node_(gpus_per_node) {
+int64_t RankCoord::operator[](Axis axis) const {
+  switch (axis) {
+    case Axis::kTp:
+      return tp;
+    case Axis::kCp:
+      return cp;
+    case Axis::kEp:
+      return ep;
+    case Axis::kDp:
+      return dp;
+    case Axis::kPp:
+      return pp;
+  }
+  return 0;
+}
+
+int64_t& RankCoord::operator[](Axis axis) {
+  switch (axis) {
+    case Axis::kTp:
+      return tp;
+    case Axis::kCp:
+      return cp;
+    case Axis::kEp:
+      return ep;
+    case Axis::kDp:
+      return dp;
+    case Axis::kPp:
+      break;
+  }
+  return pp;
+}
+
+RankCoord RankCoord::with(Axis axis, int64_t value) const {
+  RankCoord moved = *this;
+  moved[axis] = value;
+  return moved;
+}
+
+RankLayout::RankLayout(const ParallelAxes& axes, int64_t gpus_per_node)
+    : axes_(axes), world_size_(axes.world_size()), gpus_per_node_(gpus_per_node) {
   STRATA_ASSERT(gpus_per_node_ > 0, "a node has at least one GPU");
+  int64_t stride = 1;
+  for (const Axis axis : axes_.order) {
+    at(stride_, axis) = stride;
+    stride *= axes_.size(axis);
+  }
+}
+
+RankLayout::RankLayout(const ParallelPlan& plan, int64_t gpus_per_node)
+    : RankLayout(plan.axes(), gpus_per_node) {}
+
+int64_t RankLayout::rank_of(const RankCoord& coord) const {
+  int64_t rank = 0;
+  for (const Axis axis : kAllAxes) {
+    STRATA_ASSERT(coord[axis] >= 0 && coord[axis] < size(axis), "coordinate out of range");
+    rank += coord[axis] * at(stride_, axis);
+  }
+  return rank;
 }
 
 RankCoord RankLayout::coord(int64_t rank) const {
-  STRATA_ASSERT(rank >= 0 && rank < world_size(), "rank out of range");
+  STRATA_ASSERT(rank >= 0 && rank < world_size_, "rank out of range");
+  const PerAxis coords = axes_.coords(rank);
   RankCoord c;
-  c.tp = rank % tp_;
-  c.dp = (rank / tp_) % dp_;
-  c.pp = rank / (tp_ * dp_);
+  for (const Axis axis : kAllAxes) c[axis] = at(coords, axis);
   c.node = rank / gpus_per_node_;
   c.gpu = rank % gpus_per_node_;
   return c;
 }
 
-std::vector<int64_t> RankLayout::tp_group(int64_t rank) const {
-  const RankCoord c = coord(rank);
-  std::vector<int64_t> group;
-  for (int64_t t = 0; t < tp_; ++t) group.push_back(rank_of(c.dp, c.pp, t));
-  return group;
-}
-
-std::vector<int64_t> RankLayout::dp_group(int64_t rank) const {
-  const RankCoord c = coord(rank);
-  std::vector<int64_t> group;
-  for (int64_t d = 0; d < dp_; ++d) group.push_back(rank_of(d, c.pp, c.tp));
-  return group;
-}
-
-std::vector<int64_t> RankLayout::pp_group(int64_t rank) const {
-  const RankCoord c = coord(rank);
-  std::vector<int64_t> group;
-  for (int64_t p = 0; p < pp_; ++p) group.push_back(rank_of(c.dp, p, c.tp));
-  return group;
-}
-
-std::vector<int64_t> RankLayout::model_parallel_group(int64_t rank) const {
-  const RankCoord c = coord(rank);
-  std::vector<int64_t> group;
-  for (int64_t p = 0; p < pp_; ++p) {
-    for (int64_t t = 0; t < tp_; ++t) group.push_back(rank_of(c.dp, p, t));
+std::vector<int64_t> RankLayout::group(int64_t rank, AxisMask axes) const {
+  // From the member at coordinate 0 along the group's axes, every step along each of them.
+  RankCoord first = coord(rank);
+  for (const Axis axis : kAllAxes) {
+    if (has_axis(axes, axis)) first[axis] = 0;
   }
-  return group;
+  std::vector<int64_t> members{rank_of(first)};
+  for (const Axis axis : kAllAxes) {
+    if (!has_axis(axes, axis)) continue;
+    const size_t count = members.size();
+    for (int64_t step = 1; step < size(axis); ++step) {
+      for (size_t i = 0; i < count; ++i) members.push_back(members[i] + step * at(stride_, axis));
+    }
+  }
+  std::sort(members.begin(), members.end());
+  return members;
 }
 
 }  // namespace strata

@@ -20,8 +20,7 @@ bool counts_as_activations(BufferClass buffer) {
   return false;
 }
 
-TaskGraph::TaskGraph(GraphMode mode, int64_t dp, int64_t tp, int64_t pp)
-    : mode_(mode), dp_(dp), tp_(tp), pp_(pp) {}
+TaskGraph::TaskGraph(GraphMode mode, const ParallelAxes& axes) : mode_(mode), axes_(axes) {}
 
 TaskId TaskGraph::add(Task task, std::span<const TaskId> deps) {
   const auto id = static_cast<TaskId>(tasks_.size());
@@ -152,6 +151,10 @@ const char* to_string(GroupKind kind) {
   switch (kind) {
     case GroupKind::kTp:
       return "tp";
+    case GroupKind::kCp:
+      return "cp";
+    case GroupKind::kEp:
+      return "ep";
     case GroupKind::kDp:
       return "dp";
     case GroupKind::kEmbedding:
@@ -164,6 +167,58 @@ const char* to_string(GroupKind kind) {
       return "stage";
   }
   return "?";
+}
+
+AxisMask group_axes(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::kTp:
+      return axis_bit(Axis::kTp);
+    case GroupKind::kCp:
+      return axis_bit(Axis::kCp);
+    case GroupKind::kEp:
+      return axis_bit(Axis::kEp);
+    case GroupKind::kDp:
+      return axis_bit(Axis::kDp);
+    case GroupKind::kEmbedding:
+      return axis_bit(Axis::kPp);
+    case GroupKind::kModelParallel:
+      return axes_mask({Axis::kTp, Axis::kPp});
+    case GroupKind::kWorld:
+      return kEveryAxis;
+    case GroupKind::kStage:
+      return kReplicaAxes;
+  }
+  return 0;
+}
+
+Axis reported_axis(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::kTp:
+      return Axis::kTp;
+    case GroupKind::kCp:
+      return Axis::kCp;
+    case GroupKind::kEp:
+      return Axis::kEp;
+    case GroupKind::kDp:
+    case GroupKind::kEmbedding:
+    case GroupKind::kModelParallel:
+    case GroupKind::kWorld:
+    case GroupKind::kStage:
+      return Axis::kDp;
+  }
+  return Axis::kDp;
+}
+
+Axis comm_axis(const TaskGraph& graph, const Task& task) {
+  if (task.kind == TaskKind::kCollective) return reported_axis(graph.group(task.group).kind);
+  if (task.kind == TaskKind::kP2p) {
+    const PerAxis self = graph.axes().coords(task.rank);
+    const PerAxis peer = graph.axes().coords(task.peer);
+    for (const Axis axis : kAllAxes) {
+      if (at(self, axis) != at(peer, axis)) return axis;
+    }
+  }
+  return Axis::kDp;
 }
 
 const char* to_string(BufferClass buffer) {

@@ -19,8 +19,9 @@
 // Labels (phase, role, layer, micro-batch, chunk) name the task in traces and let the executor
 // name the buffers it reads and writes: (role, layer, micro_batch, chunk) identifies a tensor.
 //
-// Folded graphs hold one representative rank per pipeline stage (dp 0, tp 0); their collectives
-// still name the full group, so the network model can price all symmetric groups together.
+// Folded graphs hold one representative rank per pipeline stage (coordinate 0 along every other
+// axis); their collectives still name the full group, so the network model can price all
+// symmetric groups together.
 
 #include <cstdint>
 #include <map>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "models/ops.hpp"
+#include "plan/parallel_axes.hpp"
 
 namespace strata {
 
@@ -53,14 +55,23 @@ enum class CollectiveKind : uint8_t {
   // permute); `bytes` is the message, not a buffer to be split.
   kRingExchange,
 };
+// A group is formed along axes (plan/rank_layout.hpp): group_axes says which.
 enum class GroupKind : uint8_t {
   kTp,             // tensor-parallel peers (one node)
+  kCp,             // context-parallel peers
+  kEp,             // expert-parallel peers
   kDp,             // data-parallel replicas of one shard
   kEmbedding,      // first and last stage holding a tied embedding
   kModelParallel,  // tp x pp ranks of one replica (gradient norm with ZeRO 0)
   kWorld,          // every rank (gradient norm with ZeRO >= 1)
-  kStage,          // dp x tp ranks of one pipeline stage (FP8 amax reduction)
+  kStage,          // every rank of one pipeline stage (FP8 amax reduction)
 };
+// The axes a group of this kind spans (the embedding group: the first and last rank along pp).
+AxisMask group_axes(GroupKind kind);
+// The axis whose communication a collective on such a group counts as in the step's metrics:
+// its own axis for a group along one axis; dp for the step's gradient-side collectives over
+// several (the tied embedding's all-reduce, the gradient norm, FP8's amax reduction).
+Axis reported_axis(GroupKind kind);
 enum class P2pKind : uint8_t { kSend, kRecv };
 enum class MemoryAction : uint8_t { kAlloc, kFree };
 enum class CopyDirection : uint8_t { kToHost, kToDevice };
@@ -173,7 +184,7 @@ struct GraphRank {
 
 class TaskGraph {
  public:
-  TaskGraph(GraphMode mode, int64_t dp, int64_t tp, int64_t pp);
+  TaskGraph(GraphMode mode, const ParallelAxes& axes);
 
   // Appends a task; every dependency must already be in the graph.
   TaskId add(Task task, std::span<const TaskId> deps = {});
@@ -200,20 +211,20 @@ class TaskGraph {
   const std::vector<GraphRank>& ranks() const { return ranks_; }
 
   GraphMode mode() const { return mode_; }
-  int64_t dp() const { return dp_; }
-  int64_t tp() const { return tp_; }
-  int64_t pp() const { return pp_; }
-  // How many real ranks each rank of this graph stands for: dp x tp when folded, 1 when full.
-  int64_t replicas_per_rank() const { return mode_ == GraphMode::kFolded ? dp_ * tp_ : 1; }
+  const ParallelAxes& axes() const { return axes_; }
+  int64_t size(Axis axis) const { return axes_.size(axis); }
+  // How many real ranks each rank of this graph stands for: the product of every axis but pp
+  // when folded, 1 when full.
+  int64_t replicas_per_rank() const {
+    return mode_ == GraphMode::kFolded ? axes_.product(kReplicaAxes) : 1;
+  }
 
   // Bytes the graph holds in memory, for benchmarks.
   int64_t footprint_bytes() const;
 
  private:
   GraphMode mode_;
-  int64_t dp_;
-  int64_t tp_;
-  int64_t pp_;
+  ParallelAxes axes_;
   std::vector<Task> tasks_;
   std::vector<TaskId> deps_;
   std::vector<OpShape> ops_;
@@ -230,6 +241,11 @@ std::vector<TaskId> stream_predecessors(const TaskGraph& graph);
 // For each task, the task before it on the same rank whatever the stream, or -1: the order of a
 // backend that runs a rank's program one task at a time (the CPU executor).
 std::vector<TaskId> program_predecessors(const TaskGraph& graph);
+
+// The axis a communication task counts with in the step's metrics: a collective's group's
+// reported_axis, a p2p's the axis along which its two ranks differ; an offload copy counts with
+// dp, the data-parallel side of the step whose gradients and parameters it moves.
+Axis comm_axis(const TaskGraph& graph, const Task& task);
 
 // A readable name for traces and DOT: "fwd L3 mb0 qkv", "bwd L3 mb0 attn_out tp all-reduce".
 std::string task_name(const TaskGraph& graph, const Task& task);

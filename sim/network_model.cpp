@@ -7,26 +7,35 @@
 
 namespace strata {
 
-NetworkModel::NetworkModel(const TaskGraph& graph, const ClusterSpec& cluster,
-                           const ParallelPlan& plan, Engine& engine,
+NetworkModel::NetworkModel(const TaskGraph& graph, const ClusterSpec& cluster, Engine& engine,
                            std::vector<ProcessorId> processor_of_rank)
     : graph_(graph),
-      plan_(plan),
-      layout_(plan, cluster.gpus_per_node),
-      builder_(cluster, plan.gpus(), engine, std::move(processor_of_rank)) {}
+      layout_(graph.axes(), cluster.gpus_per_node),
+      builder_(cluster, layout_.world_size(), engine, std::move(processor_of_rank)) {}
 
-std::vector<std::pair<int64_t, int64_t>> NetworkModel::images(bool over_dp, bool over_tp) const {
-  if (graph_.mode() == GraphMode::kFull) return {{0, 0}};
-  std::vector<std::pair<int64_t, int64_t>> shifts;
-  for (int64_t d = 0; d < (over_dp ? plan_.dp : 1); ++d) {
-    for (int64_t t = 0; t < (over_tp ? plan_.tp : 1); ++t) shifts.emplace_back(d, t);
+std::vector<PerAxis> NetworkModel::images(AxisMask spanned) const {
+  std::vector<PerAxis> shifts{PerAxis{}};
+  if (graph_.mode() == GraphMode::kFull) return shifts;
+  // The replica axes outermost first, so that the innermost (tp) varies fastest.
+  for (const Axis axis : {Axis::kDp, Axis::kEp, Axis::kCp, Axis::kTp}) {
+    if (has_axis(spanned, axis)) continue;
+    std::vector<PerAxis> longer;
+    for (const PerAxis& shift : shifts) {
+      for (int64_t step = 0; step < layout_.size(axis); ++step) {
+        PerAxis moved = shift;
+        at(moved, axis) = step;
+        longer.push_back(moved);
+      }
+    }
+    shifts = std::move(longer);
   }
   return shifts;
 }
 
-int64_t NetworkModel::shifted(int64_t rank, std::pair<int64_t, int64_t> shift) const {
-  const RankCoord c = layout_.coord(rank);
-  return layout_.rank_of((c.dp + shift.first) % plan_.dp, c.pp, (c.tp + shift.second) % plan_.tp);
+int64_t NetworkModel::shifted(int64_t rank, const PerAxis& shift) const {
+  RankCoord c = layout_.coord(rank);
+  for (const Axis axis : kAllAxes) c[axis] = (c[axis] + at(shift, axis)) % layout_.size(axis);
+  return layout_.rank_of(c);
 }
 
 // Links belong to a GPU, a node (NICs) or a leaf switch (its aggregated up-link; the spine is
@@ -60,13 +69,10 @@ ActivityId NetworkModel::add_collective(int32_t group, CollectiveKind kind, int6
   auto found = collectives_.find(key);
   if (found == collectives_.end()) {
     const CommGroup& members = graph_.group(group);
-    // A TP group's copies are the other DP replicas' TP groups of the stage, a DP group's the
+    // A group's copies are the groups at the other coordinates of the replica axes it does not
+    // span: a TP group's are the other DP replicas' TP groups of the stage, a DP group's the
     // other TP ranks' DP groups; the embedding group has a copy per (dp, tp) position.
-    const GroupKind group_kind = members.kind;
-    const auto shifts =
-        images(group_kind == GroupKind::kTp || group_kind == GroupKind::kEmbedding ||
-                   group_kind == GroupKind::kModelParallel,
-               group_kind == GroupKind::kDp || group_kind == GroupKind::kEmbedding);
+    const auto shifts = images(group_axes(members.kind));
     std::vector<CollectivePlan> plans;
     std::vector<int64_t> leaves;
     for (const auto& shift : shifts) {
@@ -89,8 +95,8 @@ ActivityId NetworkModel::add_p2p(int64_t src, int64_t dst, int64_t bytes, Activi
   const auto key = std::make_tuple(src, dst, bytes);
   auto found = transfers_.find(key);
   if (found == transfers_.end()) {
-    // Every DP replica and TP peer of a folded stage sends at the same time.
-    const auto shifts = images(true, true);
+    // Every replica of a folded stage (each DP replica and TP peer) sends at the same time.
+    const auto shifts = images(axis_bit(Axis::kPp));
     std::vector<CollectivePlan> plans;
     const std::vector<int64_t> leaves = leaves_of({src, dst});
     for (const auto& shift : shifts) {

@@ -27,8 +27,8 @@ class NetworkModel {
  public:
   // `processor_of_rank[r]` is the engine processor of global rank r, or kNoProcessor when r is
   // not simulated (folded graphs).
-  NetworkModel(const TaskGraph& graph, const ClusterSpec& cluster, const ParallelPlan& plan,
-               Engine& engine, std::vector<ProcessorId> processor_of_rank);
+  NetworkModel(const TaskGraph& graph, const ClusterSpec& cluster, Engine& engine,
+               std::vector<ProcessorId> processor_of_rank);
 
   // Adds the activities of one instance of a collective on `group` that start after `join`;
   // returns the activity that finishes with it.
@@ -40,17 +40,17 @@ class NetworkModel {
   ActivityId add_host_copy(int64_t rank, bool to_host, int64_t bytes, ActivityId join);
 
  private:
-  // The rank shifts (ddp, dtp) that map a group onto its symmetric copies in a folded graph,
-  // over the DP replicas and/or the TP ranks of a stage; {(0, 0)} in a full graph.
-  std::vector<std::pair<int64_t, int64_t>> images(bool over_dp, bool over_tp) const;
-  int64_t shifted(int64_t rank, std::pair<int64_t, int64_t> shift) const;
+  // The shifts (a coordinate offset along each replica axis a group does not span) that map a
+  // group spanning `spanned` onto its symmetric copies in a folded graph; one zero shift in a
+  // full graph.
+  std::vector<PerAxis> images(AxisMask spanned) const;
+  int64_t shifted(int64_t rank, const PerAxis& shift) const;
   // The leaf switches (rail groups) under which these GPUs sit, sorted.
   std::vector<int64_t> leaves_of(const std::vector<int64_t>& gpus) const;
   bool shares_leaf(const std::vector<int64_t>& gpus, const std::vector<int64_t>& leaves) const;
   int64_t leaf_of(int64_t gpu) const;
 
   const TaskGraph& graph_;
-  const ParallelPlan& plan_;
   RankLayout layout_;
   TransferBuilder builder_;
   std::map<std::tuple<int32_t, CollectiveKind, int64_t>, Transfer> collectives_;

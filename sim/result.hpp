@@ -6,17 +6,26 @@
 #include <vector>
 
 #include "plan/memory_plan.hpp"
+#include "plan/parallel_axes.hpp"
 #include "sim/engine.hpp"
 
 namespace strata {
 
-// Seconds of communication by group kind: tp (tensor-parallel collectives), pp (pipeline
-// send/recv), dp (data-parallel gradient reduction and parameter gathers, the tied embedding's
-// all-reduce and the gradient norm).
+// Seconds of communication by parallel axis: tp (tensor-parallel collectives), cp and ep
+// (context- and expert-parallel collectives and p2p), pp (the pipeline's send/recv), dp
+// (data-parallel gradient reduction and parameter gathers, the tied embedding's all-reduce, the
+// gradient norm and FP8's amax reduction: reported_axis). A p2p counts with the axis along which
+// its two ranks differ.
 struct CommSeconds {
   double tp = 0;
-  double pp = 0;
+  double cp = 0;
+  double ep = 0;
   double dp = 0;
+  double pp = 0;
+
+  double operator[](Axis axis) const;
+  double& operator[](Axis axis);
+  double total() const { return tp + cp + ep + dp + pp; }
 };
 
 struct StageResult {

@@ -3,7 +3,7 @@
 namespace strata {
 
 nlohmann::json comm_seconds_json(const CommSeconds& comm) {
-  return {{"tp", comm.tp}, {"pp", comm.pp}, {"dp", comm.dp}};
+  return {{"tp", comm.tp}, {"cp", comm.cp}, {"ep", comm.ep}, {"dp", comm.dp}, {"pp", comm.pp}};
 }
 
 nlohmann::json memory_breakdown_json(const MemoryBreakdown& memory) {

@@ -8,7 +8,9 @@ namespace strata {
 namespace {
 
 CommSeconds comm_from_json(const nlohmann::json& json) {
-  return {json.at("tp").get<double>(), json.at("pp").get<double>(), json.at("dp").get<double>()};
+  CommSeconds comm;
+  for (const Axis axis : kAllAxes) comm[axis] = json.at(to_string(axis)).get<double>();
+  return comm;
 }
 
 }  // namespace

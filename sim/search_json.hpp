@@ -5,9 +5,9 @@
 //   {"index", "plan": {plan_json.hpp}, "bound_step_time_s", "fate":
 //   "simulated|over_memory|stopped",
 //    "memory_plan_peak_bytes", "figures": {step_time_s, tokens_per_s, mfu, hfu, bubble_fraction,
-//    exposed_comm_s {tp, pp, dp}, peak_memory_bytes, device_memory_bytes, fits_in_memory,
+//    exposed_comm_s {tp, cp, ep, dp, pp}, peak_memory_bytes, device_memory_bytes, fits_in_memory,
 //    cost_usd_per_step, cost_usd_per_million_tokens, energy_joules_per_step, compute_s,
-//    bubble_s, stage_exposed_comm_s {tp, pp, dp}, tasks}}
+//    bubble_s, stage_exposed_comm_s {tp, cp, ep, dp, pp}, tasks}}
 
 #include <nlohmann/json.hpp>
 

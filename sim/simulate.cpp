@@ -72,7 +72,7 @@ class GraphMapper {
   // nullopt when the step runs past `horizon_ns`.
   std::optional<StepTimeline> run(TimeNs horizon_ns) {
     const std::vector<ProcessorId> processor_of_rank = add_processors();
-    NetworkModel network(graph_, compiled_.cluster, compiled_.plan, engine_, processor_of_rank);
+    NetworkModel network(graph_, compiled_.cluster, engine_, processor_of_rank);
     // A CPU host's ranks run their programs one task at a time in id order (exec/rank_runtime.hpp:
     // every backend call returns when done), so its streams do not overlap; a GPU's do.
     const bool host_program_order = compiled_.cluster.device.host_cores > 0;

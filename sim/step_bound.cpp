@@ -61,7 +61,7 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
   TimeNs reduce_ns = 0;
   TimeNs gather_ns = 0;
   if (plan.tp > 1 && !plan.overlap.tp_comm) {
-    const std::vector<int64_t> tp_group = layout.tp_group(0);
+    const std::vector<int64_t> tp_group = layout.group(0, group_axes(GroupKind::kTp));
     const int64_t message = element_bytes * plan.seq_len * plan.micro_batch * model_.hidden;
     reduce_ns = collective_ns(
         plan.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
@@ -110,12 +110,13 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
     if (plan.dp == 1) return 0;
     return collective_ns(
         plan.zero_stage == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter,
-        layout.dp_group(0), plan.gpus(), layers * layer_parameters * grad_bytes);
+        layout.group(0, group_axes(GroupKind::kDp)), plan.gpus(),
+        layers * layer_parameters * grad_bytes);
   };
   const auto param_gather_ns = [&](int64_t layers) -> TimeNs {
     if (plan.dp == 1 || plan.zero_stage == 0) return 0;
-    return collective_ns(CollectiveKind::kAllGather, layout.dp_group(0), plan.gpus(),
-                         layers * layer_parameters * element_bytes);
+    return collective_ns(CollectiveKind::kAllGather, layout.group(0, group_axes(GroupKind::kDp)),
+                         plan.gpus(), layers * layer_parameters * element_bytes);
   };
   const int64_t syncs_per_step = plan.zero_stage >= 2 ? plan.micro_batches() : 1;
   // ZeRO 1 and 2 gather the updated parameters after the optimizer step, unless

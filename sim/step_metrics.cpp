@@ -14,20 +14,14 @@ namespace {
 
 double seconds(TimeNs ns) { return static_cast<double>(ns) / static_cast<double>(kNsPerSecond); }
 
-enum class CommKind { kTp, kPp, kDp };
-
-// Offload's host copies count with the data-parallel side of the step, whose gradients and
-// parameters they move.
-CommKind comm_kind(const TaskGraph& graph, const Task& task) {
-  if (task.kind == TaskKind::kP2p) return CommKind::kPp;
-  if (task.kind == TaskKind::kCopy) return CommKind::kDp;
-  return graph.group(task.group).kind == GroupKind::kTp ? CommKind::kTp : CommKind::kDp;
-}
+// The order in which an instant of exposed communication is counted once: TP, CP, EP, PP, DP.
+constexpr std::array<Axis, kAxisCount> kExposureOrder = {Axis::kTp, Axis::kCp, Axis::kEp, Axis::kPp,
+                                                         Axis::kDp};
 
 // One graph rank's share of the step.
 struct RankTimeline {
-  std::vector<Interval> busy;                 // compute stream
-  std::array<std::vector<Interval>, 3> comm;  // by CommKind
+  std::vector<Interval> busy;                          // compute stream
+  std::array<std::vector<Interval>, kAxisCount> comm;  // by Axis
   std::vector<Interval> host;  // host threads: dispatch, Horovod's cycle, an offloaded step
   std::vector<std::pair<TimeNs, TaskId>> memory_events;
 };
@@ -68,11 +62,25 @@ RankMemory replay_memory(const TaskGraph& graph, const StageMemory& stage,
   return memory;
 }
 
-CommSeconds comm_seconds(TimeNs tp, TimeNs pp, TimeNs dp) {
-  return {seconds(tp), seconds(pp), seconds(dp)};
-}
-
 }  // namespace
+
+double CommSeconds::operator[](Axis axis) const { return const_cast<CommSeconds&>(*this)[axis]; }
+
+double& CommSeconds::operator[](Axis axis) {
+  switch (axis) {
+    case Axis::kTp:
+      return tp;
+    case Axis::kCp:
+      return cp;
+    case Axis::kEp:
+      return ep;
+    case Axis::kDp:
+      return dp;
+    case Axis::kPp:
+      break;
+  }
+  return pp;
+}
 
 SimResult summarize_step(const CompiledPlan& compiled, StepTimeline timeline,
                          double price_usd_per_gpu_hour) {
@@ -104,7 +112,7 @@ SimResult summarize_step(const CompiledPlan& compiled, StepTimeline timeline,
       case TaskKind::kCollective:
       case TaskKind::kP2p:
       case TaskKind::kCopy:
-        rank.comm[static_cast<size_t>(comm_kind(graph, task))].push_back(
+        rank.comm[static_cast<size_t>(comm_axis(graph, task))].push_back(
             {t.transfer_ns, t.finish_ns});
         break;
     }
@@ -119,16 +127,20 @@ SimResult summarize_step(const CompiledPlan& compiled, StepTimeline timeline,
     RankTimeline& rank = ranks[r];
     const auto stage = static_cast<size_t>(graph.ranks()[r].stage);
     const std::vector<Interval> busy = merged(std::move(rank.busy));
-    const std::vector<Interval> tp = merged(std::move(rank.comm[0]));
-    const std::vector<Interval> pp = merged(std::move(rank.comm[1]));
-    const std::vector<Interval> dp = merged(std::move(rank.comm[2]));
-    // Exposed: communication while the compute stream idles, each instant counted once (TP
-    // before PP before DP).
-    const std::vector<Interval> busy_tp = combined(busy, tp);
-    const std::vector<Interval> busy_tp_pp = combined(busy_tp, pp);
-    const TimeNs exposed_tp = length_outside(tp, busy);
-    const TimeNs exposed_pp = length_outside(pp, busy_tp);
-    const TimeNs exposed_dp = length_outside(dp, busy_tp_pp);
+    // Exposed: communication while the compute stream idles, each instant counted once (in
+    // kExposureOrder).
+    CommSeconds exposed;
+    CommSeconds total;
+    TimeNs exposed_ns = 0;
+    std::vector<Interval> covered = busy;
+    for (const Axis axis : kExposureOrder) {
+      const std::vector<Interval> comm = merged(std::move(rank.comm[static_cast<size_t>(axis)]));
+      const TimeNs outside = length_outside(comm, covered);
+      exposed[axis] = seconds(outside);
+      total[axis] = seconds(length(comm));
+      exposed_ns += outside;
+      covered = combined(covered, comm);
+    }
     const TimeNs busy_ns = length(busy);
     RankMemory memory = replay_memory(graph, compiled.memory.stages[stage], rank.memory_events);
     if (memory.peak_bytes > timeline.rank_devices[r].hbm_bytes) result.fits_in_memory = false;
@@ -144,13 +156,11 @@ SimResult summarize_step(const CompiledPlan& compiled, StepTimeline timeline,
     out.stage = static_cast<int64_t>(stage);
     out.busy_s = seconds(busy_ns);
     out.idle_s = seconds(step_ns - busy_ns);
-    out.exposed_comm_s = comm_seconds(exposed_tp, exposed_pp, exposed_dp);
-    out.comm_s = comm_seconds(length(tp), length(pp), length(dp));
+    out.exposed_comm_s = exposed;
+    out.comm_s = total;
     // The host holding the GPU back (dispatch, an offloaded optimizer step) is not bubble.
-    const TimeNs exposed_host =
-        length_outside(merged(std::move(rank.host)), combined(busy_tp_pp, dp));
-    const TimeNs bubble_ns = std::max<TimeNs>(
-        0, step_ns - busy_ns - exposed_tp - exposed_pp - exposed_dp - exposed_host);
+    const TimeNs exposed_host = length_outside(merged(std::move(rank.host)), covered);
+    const TimeNs bubble_ns = std::max<TimeNs>(0, step_ns - busy_ns - exposed_ns - exposed_host);
     out.bubble_fraction =
         step_ns > 0 ? static_cast<double>(bubble_ns) / static_cast<double>(step_ns) : 0.0;
   }
@@ -170,12 +180,11 @@ SimResult summarize_step(const CompiledPlan& compiled, StepTimeline timeline,
   result.hfu = compiled.flops.hardware / (step_s * gpus * peak);
   for (const StageResult& stage : result.per_stage) {
     result.bubble_fraction = std::max(result.bubble_fraction, stage.bubble_fraction);
-    result.exposed_comm_s.tp = std::max(result.exposed_comm_s.tp, stage.exposed_comm_s.tp);
-    result.exposed_comm_s.pp = std::max(result.exposed_comm_s.pp, stage.exposed_comm_s.pp);
-    result.exposed_comm_s.dp = std::max(result.exposed_comm_s.dp, stage.exposed_comm_s.dp);
-    result.comm_s.tp = std::max(result.comm_s.tp, stage.comm_s.tp);
-    result.comm_s.pp = std::max(result.comm_s.pp, stage.comm_s.pp);
-    result.comm_s.dp = std::max(result.comm_s.dp, stage.comm_s.dp);
+    for (const Axis axis : kAllAxes) {
+      result.exposed_comm_s[axis] =
+          std::max(result.exposed_comm_s[axis], stage.exposed_comm_s[axis]);
+      result.comm_s[axis] = std::max(result.comm_s[axis], stage.comm_s[axis]);
+    }
     result.peak_memory_bytes = std::max(result.peak_memory_bytes, stage.peak_memory_bytes);
   }
   result.cost_usd_per_step = step_s / kSecondsPerHour * gpus * price_usd_per_gpu_hour;

@@ -79,13 +79,11 @@ const char* category(const TaskGraph& graph, const Task& task) {
       return task.stream == Stream::kHost || task.role == TaskRole::kHostDispatch ? "host"
                                                                                   : "compute";
     case TaskKind::kCollective:
-      return graph.group(task.group).kind == GroupKind::kTp ? "tp" : "dp";
     case TaskKind::kP2p:
-      return "pp";
+    case TaskKind::kCopy:
+      return to_string(comm_axis(graph, task));
     case TaskKind::kMemory:
       return "memory";
-    case TaskKind::kCopy:
-      return "dp";
   }
   return "compute";
 }

@@ -116,6 +116,20 @@ case "$check" in
     expect_plan_field out.json sequence_parallel false
     grep -q 'note: --sequence-parallel at tp 1 is ignored' stderr.txt || fail "no note"
     ;;
+  rank_order)
+    # --rank-order lays the ranks out in another order (plan/rank_layout.hpp): DP innermost puts
+    # ranks 0 and 1 at dp 0 and 1 of tp 0; Megatron-LM's --use-tp-pp-dp-mapping is
+    # tp-cp-ep-pp-dp; the plan JSON keeps the order.
+    run_strata plan --model gpt2-124m --cluster dgx-h100 --seq-len 1024 --dp 2 --tp 2 --pp 2 \
+      --global-batch 8 --rank-order dp-tp-pp --layout --json out.json
+    grep -q '^rank layout (DP innermost, then TP, then PP)$' stdout.txt || fail "no DP-first title"
+    grep -Eq '^ +1 +0 +1 +1 +0 +0$' stdout.txt || fail "rank 1 is not dp 1, pp 0, tp 0 on gpu 1"
+    grep -Eq '^ +2 +0 +2 +0 +0 +1$' stdout.txt || fail "rank 2 is not dp 0, pp 0, tp 1 on gpu 2"
+    expect_plan_field out.json rank_order '"dp-tp-pp-cp-ep"'
+    run_strata plan --model gpt2-124m --cluster dgx-h100 --seq-len 1024 --dp 2 --tp 2 --pp 2 \
+      --global-batch 8 --use-tp-pp-dp-mapping --layout
+    grep -Eq '^ +2 +0 +2 +0 +1 +0$' stdout.txt || fail "rank 2 is not pp 1 under tp-pp-dp"
+    ;;
   deterministic_graph)
     # A full graph with every kind of task: TP + sequence parallel, interleaved PP, ZeRO 3 over DP.
     args=(plan --model gpt2-124m --cluster dgx-h100 --graph full --tp 2 --pp 2 --vpp 2 --dp 2

@@ -31,7 +31,7 @@ top = ["step_time_s", "tokens_per_s", "samples_per_s", "model_flops_per_step",
 missing = [k for k in top if k not in report]
 assert not missing, f"the report lacks {missing}"
 for key in ["exposed_comm_s", "comm_s"]:
-    assert sorted(report[key]) == ["dp", "pp", "tp"], f"{key} has {sorted(report[key])}"
+    assert sorted(report[key]) == ["cp", "dp", "ep", "pp", "tp"], f"{key} has {sorted(report[key])}"
 stage_keys = ["stage", "busy_s", "idle_s", "bubble_fraction", "peak_memory_bytes", "memory"]
 memory_keys = ["params", "grads", "optimizer", "activations", "buffers"]
 stages = report["per_stage"]

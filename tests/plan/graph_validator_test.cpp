@@ -8,6 +8,13 @@
 namespace strata {
 namespace {
 
+// Axes of `dp` data-parallel ranks and nothing else.
+ParallelAxes dp_axes(int64_t dp) {
+  ParallelAxes axes;
+  at(axes.sizes, Axis::kDp) = dp;
+  return axes;
+}
+
 bool mentions(const ValidationReport& report, const std::string& text) {
   for (const auto& error : report.errors) {
     if (error.find(text) != std::string::npos) return true;
@@ -18,7 +25,7 @@ bool mentions(const ValidationReport& report, const std::string& text) {
 // Two full ranks exchanging one message each way; `recv_first` posts each rank's recv before
 // its send on the same stream order, which deadlocks when both do it.
 TaskGraph exchange(bool both_recv_first) {
-  TaskGraph graph(GraphMode::kFull, 2, 1, 1);
+  TaskGraph graph(GraphMode::kFull, dp_axes(2));
   graph.add_rank({0, 0});
   graph.add_rank({1, 0});
   for (int32_t rank = 0; rank < 2; ++rank) {
@@ -48,7 +55,7 @@ TEST_CASE("two ranks that each wait to receive before sending deadlock", "[valid
 }
 
 TEST_CASE("a send without its recv, and mismatched bytes, are found", "[validator]") {
-  TaskGraph graph(GraphMode::kFull, 2, 1, 1);
+  TaskGraph graph(GraphMode::kFull, dp_axes(2));
   graph.add_rank({0, 0});
   graph.add_rank({1, 0});
   RankProgram r0(graph, 0);
@@ -62,7 +69,7 @@ TEST_CASE("a send without its recv, and mismatched bytes, are found", "[validato
 }
 
 TEST_CASE("a collective missing on one member is found", "[validator]") {
-  TaskGraph graph(GraphMode::kFull, 2, 1, 1);
+  TaskGraph graph(GraphMode::kFull, dp_axes(2));
   graph.add_rank({0, 0});
   graph.add_rank({1, 0});
   const int32_t group = graph.add_group(GroupKind::kDp, {0, 1});
@@ -75,7 +82,7 @@ TEST_CASE("a collective missing on one member is found", "[validator]") {
 }
 
 TEST_CASE("collectives that differ in kind between members are found", "[validator]") {
-  TaskGraph graph(GraphMode::kFull, 2, 1, 1);
+  TaskGraph graph(GraphMode::kFull, dp_axes(2));
   graph.add_rank({0, 0});
   graph.add_rank({1, 0});
   const int32_t group = graph.add_group(GroupKind::kDp, {0, 1});
@@ -87,7 +94,7 @@ TEST_CASE("collectives that differ in kind between members are found", "[validat
 }
 
 TEST_CASE("releasing more than was allocated, or leaking, is found", "[validator]") {
-  TaskGraph graph(GraphMode::kFolded, 1, 1, 1);
+  TaskGraph graph(GraphMode::kFolded, dp_axes(1));
   graph.add_rank({0, 0});
   RankProgram p(graph, 0);
   p.alloc(Stream::kCompute, BufferClass::kActivations, 100);

@@ -68,13 +68,23 @@ std::vector<ParallelPlan> small_plans() {
     ParallelPlan p = apply_framework(make_plan(16, 1, 1, 1, 16, 256), Framework::kHorovod);
     add(p);
   }
+  {
+    // Other rank orders (plan/rank_layout.hpp): DP innermost, so the TP groups cross the nodes;
+    // and Megatron-LM's --use-tp-pp-dp-mapping, the pipeline inside DP.
+    ParallelPlan p = make_plan(4, 4, 2, 1, 16, 256);
+    p.rank_order = parse_rank_order("dp-tp-pp", "test", "rank_order");
+    add(p);
+    p.rank_order = parse_rank_order("tp-cp-ep-pp-dp", "test", "rank_order");
+    p.zero_stage = 1;
+    add(p);
+  }
   return plans;
 }
 
 std::string describe(const ParallelPlan& p) {
-  return fmt::format("dp {} tp {} pp {} vpp {} zero {} {} {} sp {}", p.dp, p.tp, p.pp, p.vpp,
-                     p.zero_stage, to_string(p.schedule), to_string(p.recompute),
-                     p.sequence_parallel);
+  return fmt::format("dp {} tp {} pp {} vpp {} zero {} {} {} sp {} order {}", p.dp, p.tp, p.pp,
+                     p.vpp, p.zero_stage, to_string(p.schedule), to_string(p.recompute),
+                     p.sequence_parallel, p.axes().order_text());
 }
 
 const ModelSpec& model() {
