@@ -23,6 +23,12 @@ void append_task_json(std::string& out, const TaskGraph& graph, TaskId id) {
                  id, t.rank, to_string(t.stream), to_string(t.kind), to_string(t.phase),
                  to_string(t.role), t.layer, t.micro_batch, t.chunk,
                  fmt::join(graph.deps(id), ","));
+  out += R"(,"uses":[)";
+  for (const TensorUse use : graph.uses(id)) {
+    fmt::format_to(std::back_inserter(out), R"({}[{},"{}"])", out.back() == '[' ? "" : ",",
+                   use.tensor(), to_string(use.access()));
+  }
+  out += ']';
   switch (t.kind) {
     case TaskKind::kCompute:
       fmt::format_to(std::back_inserter(out), R"(,"op":{})", t.op);
@@ -47,6 +53,21 @@ void append_task_json(std::string& out, const TaskGraph& graph, TaskId id) {
       break;
   }
   out += '}';
+}
+
+// The tensors a task uses, a line per access: "\nread: L0 mb0 x, L0 norm1_w".
+std::string uses_label(const TaskGraph& graph, TaskId id) {
+  std::string label;
+  for (const Access access :
+       {Access::kRead, Access::kWrite, Access::kUpdate, Access::kAlloc, Access::kFree}) {
+    std::vector<std::string> names;
+    for (const TensorUse use : graph.uses(id)) {
+      if (use.access() == access) names.push_back(tensor_name(graph, graph.tensor(use.tensor())));
+    }
+    if (!names.empty())
+      label += fmt::format("\\n{}: {}", to_string(access), fmt::join(names, ", "));
+  }
+  return label;
 }
 
 const char* dot_color(const Task& t) {
@@ -82,7 +103,7 @@ std::string graph_to_json(const TaskGraph& graph) {
   out.reserve(static_cast<size_t>(graph.size()) * 160 + 4096);
   fmt::format_to(
       std::back_inserter(out),
-      R"({{"format":"strata-task-graph","version":1,"mode":"{}","dp":{},"tp":{},"pp":{},"cp":{},)"
+      R"({{"format":"strata-task-graph","version":2,"mode":"{}","dp":{},"tp":{},"pp":{},"cp":{},)"
       R"("ep":{},"rank_order":"{}",)",
       to_string(graph.mode()), graph.size(Axis::kDp), graph.size(Axis::kTp), graph.size(Axis::kPp),
       graph.size(Axis::kCp), graph.size(Axis::kEp), graph.axes().order_text());
@@ -115,6 +136,17 @@ std::string graph_to_json(const TaskGraph& graph) {
                    R"({}{{"first_layer":{},"layers":{},"embedding":{},"head":{}}})",
                    i ? ",\n" : "\n", b.first_layer, b.layers, b.embedding, b.head);
   }
+  out += "],\n\"tensors\":[";
+  for (TensorId id = 0; id < graph.tensor_count(); ++id) {
+    const Tensor& t = graph.tensor(id);
+    const TensorShape& shape = graph.shape(t.shape);
+    fmt::format_to(std::back_inserter(out),
+                   R"({}{{"id":{},"rank":{},"name":"{}","kind":"{}","dims":[{}],"dtype":"{}",)"
+                   R"("bytes":{},"layer":{},"micro_batch":{},"index":{}}})",
+                   id ? ",\n" : "\n", id, t.rank, tensor_name(graph, t), to_string(t.kind),
+                   fmt::join(shape.dims, ","), to_string(shape.dtype), shape.bytes(), t.layer,
+                   t.micro_batch, t.index);
+  }
   out += "],\n\"tasks\":[";
   for (TaskId id = 0; id < graph.size(); ++id) {
     out += id ? ",\n" : "\n";
@@ -140,8 +172,9 @@ std::string graph_to_dot(const TaskGraph& graph, const std::string& path) {
                    rank, rank);
     for (const TaskId id : ids) {
       const Task& t = graph.task(id);
-      fmt::format_to(std::back_inserter(out), "    t{} [label=\"{}\\n{}\", fillcolor=\"{}\"];\n",
-                     id, task_name(graph, t), to_string(t.stream), dot_color(t));
+      fmt::format_to(std::back_inserter(out), "    t{} [label=\"{}\\n{}{}\", fillcolor=\"{}\"];\n",
+                     id, task_name(graph, t), to_string(t.stream), uses_label(graph, id),
+                     dot_color(t));
     }
     out += "  }\n";
   }

@@ -3,11 +3,14 @@
 // contract for a reader in another language, and Graphviz DOT (`--dot FILE.dot`) for looking at
 // small graphs. Both are deterministic: the same graph gives the same bytes.
 //
-// JSON: {"format": "strata-task-graph", "version": 1, "mode", "dp", "tp", "pp", "cp", "ep",
-//   "rank_order" ("tp-cp-ep-dp-pp", innermost first), "ranks": [{"rank", "stage"}], "ops": [{"kind", "direction", "dtype", "dims", "flops"
-//   (executed), "model_flops" (counted in MFU), "bytes"}], "groups": [{"kind", "ranks"}],
-//   "buckets": [{"first_layer", "layers", "embedding", "head"}], "tasks": [{"id", "rank",
-//   "stream", "kind", "phase", "role", "layer", "micro_batch", "chunk", "deps", then by kind:
+// JSON: {"format": "strata-task-graph", "version": 2, "mode", "dp", "tp", "pp", "cp", "ep",
+//   "rank_order" ("tp-cp-ep-dp-pp", innermost first), "ranks": [{"rank", "stage"}], "ops":
+//   [{"kind", "direction", "dtype", "dims", "flops" (executed), "model_flops" (counted in MFU),
+//   "bytes"}], "groups": [{"kind", "ranks"}], "buckets": [{"first_layer", "layers", "embedding",
+//   "head"}], "tensors": [{"id", "rank", "name", "kind", "dims", "dtype", "bytes", "layer",
+//   "micro_batch", "index"}], "tasks": [{"id", "rank", "stream", "kind", "phase", "role", "layer",
+//   "micro_batch", "chunk", "deps", "uses"
+//   ([[tensor id, "read" | "write" | "update" | "alloc" | "free"]]), then by kind:
 //   "op" | "collective", "group", "bytes" and, for a data-parallel bucket's gradient reduction
 //   or parameter all-gather, "bucket" | "p2p", "peer", "tag", "bytes" | "memory", "buffer",
 //   "bytes"}]}

@@ -1,6 +1,7 @@
 #include "plan/graph_validator.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <numeric>
 #include <set>
@@ -149,6 +150,166 @@ void check_memory(const TaskGraph& graph, std::vector<std::string>& errors) {
   }
 }
 
+// Per task, the position on each of its rank's streams up to which that stream's tasks happen
+// before it (or are it): a vector clock over the rank's streams, from its dependencies and stream
+// order. Task a on stream s at position p happens before task b when clock(b)[s] >= p.
+using StreamClock = std::array<int32_t, kStreamCount>;
+
+std::vector<StreamClock> stream_clocks(const TaskGraph& graph, std::vector<int32_t>& position) {
+  const auto n = static_cast<size_t>(graph.size());
+  std::vector<StreamClock> clocks(n);
+  position.assign(n, 0);
+  std::map<int32_t, StreamClock> next_position;  // per rank, per stream
+  const std::vector<TaskId> previous = stream_predecessors(graph);
+  for (TaskId id = 0; id < graph.size(); ++id) {
+    const Task& t = graph.task(id);
+    StreamClock clock;
+    clock.fill(-1);
+    const auto join = [&](TaskId before) {
+      const StreamClock& other = clocks[static_cast<size_t>(before)];
+      for (int s = 0; s < kStreamCount; ++s) clock[s] = std::max(clock[s], other[s]);
+    };
+    if (const TaskId before = previous[static_cast<size_t>(id)]; before >= 0) join(before);
+    for (const TaskId dep : graph.deps(id)) {
+      if (graph.task(dep).rank == t.rank) join(dep);
+    }
+    StreamClock& next = next_position.try_emplace(t.rank, StreamClock{}).first->second;
+    const auto stream = static_cast<size_t>(t.stream);
+    position[static_cast<size_t>(id)] = next[stream]++;
+    clock[stream] = position[static_cast<size_t>(id)];
+    clocks[static_cast<size_t>(id)] = clock;
+  }
+  return clocks;
+}
+
+// Data hazards and tensor lifetimes. Tasks of one rank use its tensors in id order, the order of
+// its program; two uses on different streams must then be ordered by dependencies and stream
+// order when either writes (read-after-write, write-after-read, write-after-write). An
+// allocation and a free count as writes, so a use must follow the allocation and precede the
+// free. A tensor is read only once written: one that no memory task allocates and that holds a
+// parameter, a gradient or an optimizer state is written before the step; any other tensor only
+// by a task of the step. Allocated tensors are used only while allocated and are all freed by the
+// end of the step; a memory task's bytes are its tensors'.
+void check_tensors(const TaskGraph& graph, std::vector<std::string>& errors) {
+  size_t count = 0;
+  struct State {
+    bool allocated_by_task = false;  // some memory task allocates it
+    bool live = false;               // allocated now (or never allocated by a task)
+    bool written = false;
+    TaskId last_write = -1;
+    StreamClock last_read;  // per stream, the position of the latest read since the last write
+  };
+  std::vector<State> states(static_cast<size_t>(graph.tensor_count()));
+  for (TaskId id = 0; id < graph.size(); ++id) {
+    for (const TensorUse use : graph.uses(id)) {
+      if (use.access() == Access::kAlloc)
+        states[static_cast<size_t>(use.tensor())].allocated_by_task = true;
+    }
+  }
+  for (size_t i = 0; i < states.size(); ++i) {
+    State& state = states[i];
+    state.last_read.fill(-1);
+    state.live = !state.allocated_by_task;
+    const TensorKind kind = graph.tensors()[i].kind;
+    state.written = !state.allocated_by_task &&
+                    (kind == TensorKind::kParameter || kind == TensorKind::kGradient ||
+                     kind == TensorKind::kOptimizerState);
+  }
+  std::vector<int32_t> position;
+  const std::vector<StreamClock> clocks = stream_clocks(graph, position);
+  const auto before = [&](TaskId a, TaskId b) {
+    return clocks[static_cast<size_t>(b)][static_cast<size_t>(graph.task(a).stream)] >=
+           position[static_cast<size_t>(a)];
+  };
+  const auto hazard = [&](const char* what, TaskId first, TaskId then, TensorId tensor) {
+    const Task& a = graph.task(first);
+    const Task& b = graph.task(then);
+    report(errors, count,
+           fmt::format("r{}: {} on tensor '{}': '{}' ({}) and '{}' ({}) have no dependency "
+                       "ordering them",
+                       b.rank, what, tensor_name(graph, graph.tensor(tensor)), task_name(graph, a),
+                       to_string(a.stream), task_name(graph, b), to_string(b.stream)));
+  };
+  for (TaskId id = 0; id < graph.size(); ++id) {
+    const Task& t = graph.task(id);
+    int64_t memory_bytes = 0;
+    for (const TensorUse use : graph.uses(id)) {
+      const TensorId tensor = use.tensor();
+      State& state = states[static_cast<size_t>(tensor)];
+      const auto name = [&] { return tensor_name(graph, graph.tensor(tensor)); };
+      if (graph.tensor(tensor).rank != t.rank) {
+        report(errors, count,
+               fmt::format("r{}: '{}' uses tensor '{}' of r{}", t.rank, task_name(graph, t), name(),
+                           graph.tensor(tensor).rank));
+        continue;
+      }
+      const Access access = use.access();
+      if (access == Access::kAlloc || access == Access::kFree) {
+        memory_bytes += graph.shape_of(tensor).bytes();
+        if (t.kind != TaskKind::kMemory) {
+          report(errors, count,
+                 fmt::format("r{}: '{}' {}s tensor '{}' but is not a memory task", t.rank,
+                             task_name(graph, t), to_string(access), name()));
+        }
+        const bool alloc = access == Access::kAlloc;
+        if (state.live == alloc) {
+          report(errors, count,
+                 fmt::format("r{}: '{}' {} tensor '{}', which is {}", t.rank, task_name(graph, t),
+                             alloc ? "allocates" : "frees", name(),
+                             alloc ? "allocated already" : "not allocated"));
+        }
+        state.live = alloc;
+        if (alloc) state.written = false;
+      } else if (!state.live) {
+        report(errors, count,
+               fmt::format("r{}: '{}' uses tensor '{}' while it is not allocated", t.rank,
+                           task_name(graph, t), name()));
+      }
+      if (use.reads() && !state.written) {
+        report(errors, count,
+               fmt::format("r{}: '{}' reads tensor '{}' before any task wrote it", t.rank,
+                           task_name(graph, t), name()));
+      }
+      // Ordering against the uses before this one.
+      if (state.last_write >= 0 && !before(state.last_write, id)) {
+        hazard(use.writes() || !use.reads() ? "write-after-write" : "read-after-write",
+               state.last_write, id, tensor);
+      }
+      if (use.reads() && !use.writes()) {
+        int32_t& latest = state.last_read[static_cast<size_t>(t.stream)];
+        latest = std::max(latest, position[static_cast<size_t>(id)]);
+        continue;
+      }
+      for (int s = 0; s < kStreamCount; ++s) {
+        const int32_t read_at = state.last_read[static_cast<size_t>(s)];
+        if (read_at >= 0 && s != static_cast<int>(t.stream) &&
+            clocks[static_cast<size_t>(id)][static_cast<size_t>(s)] < read_at) {
+          report(errors, count,
+                 fmt::format("r{}: write-after-read on tensor '{}': '{}' ({}) writes it with no "
+                             "dependency after its read on the {} stream",
+                             t.rank, name(), task_name(graph, t), to_string(t.stream),
+                             to_string(static_cast<Stream>(s))));
+        }
+      }
+      state.last_read.fill(-1);
+      state.last_write = id;
+      if (use.writes()) state.written = true;
+    }
+    if (t.kind == TaskKind::kMemory && t.use_count > 0 && memory_bytes != t.bytes) {
+      report(errors, count,
+             fmt::format("r{}: '{}' moves {} bytes, but its tensors hold {}", t.rank,
+                         task_name(graph, t), t.bytes, memory_bytes));
+    }
+  }
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (states[i].allocated_by_task && states[i].live) {
+      report(errors, count,
+             fmt::format("r{}: tensor '{}' is still allocated at the end of the step",
+                         graph.tensors()[i].rank, tensor_name(graph, graph.tensors()[i])));
+    }
+  }
+}
+
 void check_acyclic(const TaskGraph& graph, TaskUnion& together, ValidationReport& report_out) {
   const auto n = static_cast<size_t>(graph.size());
   // Dense node numbers for the merged nodes.
@@ -204,6 +365,7 @@ ValidationReport validate_graph(const TaskGraph& graph) {
   check_p2p(graph, together, report_out.errors);
   check_collectives(graph, together, report_out.errors);
   check_memory(graph, report_out.errors);
+  check_tensors(graph, report_out.errors);
   check_acyclic(graph, together, report_out);
   return report_out;
 }

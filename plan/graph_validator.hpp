@@ -5,6 +5,11 @@
 //    in a full graph) runs the same sequence of collectives on that group, kind and bytes alike;
 //  - memory never negative: on each rank, in program order, no buffer class is released beyond
 //    what was allocated, and nothing is left allocated at the end of the step;
+//  - tensors (plan/tensor.hpp): on each rank, in program order, every two uses of a tensor on
+//    different streams where either writes it are ordered by dependencies and stream order (no
+//    read-after-write, write-after-read or write-after-write hazard: the streams of a GPU run
+//    concurrently); no tensor is read before it is written or used while not allocated; every
+//    tensor allocated is freed by the end of the step; a memory task's bytes are its tensors';
 //  - acyclic, and so free of deadlock: with each send merged with its recv and each collective
 //    instance's member tasks merged into one node (they run together), the graph of dependencies
 //    and stream order has a topological order (Boost.Graph's topological_sort).

@@ -17,7 +17,21 @@ Task RankProgram::labeled(TaskKind kind, Stream stream, TaskRole role) const {
   return task;
 }
 
-TaskId RankProgram::append(const Task& task, std::span<const TaskId> deps) {
+TensorId RankProgram::tensor(TensorKind kind, uint8_t name, int32_t shape, int32_t layer,
+                             int32_t micro_batch, int16_t index) {
+  Tensor tensor;
+  tensor.rank = rank_;
+  tensor.shape = shape;
+  tensor.layer = layer;
+  tensor.micro_batch = micro_batch;
+  tensor.index = index;
+  tensor.kind = kind;
+  tensor.name = name;
+  return graph_.add_tensor(tensor);
+}
+
+TaskId RankProgram::append(const Task& task, std::span<const TaskId> deps,
+                           std::span<const TensorUse> uses) {
   scratch_.clear();
   for (const TaskId dep : deps) {
     if (dep == kNoTask) continue;
@@ -26,40 +40,46 @@ TaskId RankProgram::append(const Task& task, std::span<const TaskId> deps) {
     if (before.stream == task.stream) continue;  // implied by stream order
     scratch_.push_back(dep);
   }
-  return graph_.add(task, scratch_);
+  return graph_.add(task, scratch_, uses);
 }
 
-TaskId RankProgram::compute(TaskRole role, int32_t op, std::initializer_list<TaskId> deps) {
-  return compute(role, op, std::span<const TaskId>(deps.begin(), deps.size()));
+TaskId RankProgram::compute(TaskRole role, int32_t op, std::initializer_list<TaskId> deps,
+                            std::initializer_list<TensorUse> uses) {
+  return compute(role, op, std::span<const TaskId>(deps.begin(), deps.size()),
+                 std::span<const TensorUse>(uses.begin(), uses.size()));
 }
 
-TaskId RankProgram::compute(TaskRole role, int32_t op, std::span<const TaskId> deps) {
+TaskId RankProgram::compute(TaskRole role, int32_t op, std::span<const TaskId> deps,
+                            std::span<const TensorUse> uses) {
   Task task = labeled(TaskKind::kCompute, Stream::kCompute, role);
   task.op = op;
   if (blocked_on_.empty()) {
-    last_compute_ = append(task, deps);
+    last_compute_ = append(task, deps, uses);
   } else {
     blocked_on_.insert(blocked_on_.end(), deps.begin(), deps.end());
     const std::vector<TaskId> all = std::move(blocked_on_);
     blocked_on_.clear();
-    last_compute_ = append(task, all);
+    last_compute_ = append(task, all, uses);
   }
   return last_compute_;
 }
 
 TaskId RankProgram::collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group,
-                               int64_t bytes, std::initializer_list<TaskId> deps) {
+                               int64_t bytes, std::initializer_list<TaskId> deps,
+                               std::initializer_list<TensorUse> uses) {
   return collective(role, stream, kind, group, bytes,
-                    std::span<const TaskId>(deps.begin(), deps.size()));
+                    std::span<const TaskId>(deps.begin(), deps.size()),
+                    std::span<const TensorUse>(uses.begin(), uses.size()));
 }
 
 TaskId RankProgram::collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group,
-                               int64_t bytes, std::span<const TaskId> deps) {
+                               int64_t bytes, std::span<const TaskId> deps,
+                               std::span<const TensorUse> uses) {
   Task task = labeled(TaskKind::kCollective, stream, role);
   task.collective = kind;
   task.group = group;
   task.bytes = bytes;
-  return append(task, deps);
+  return append(task, deps, uses);
 }
 
 TaskId RankProgram::host_block() {
@@ -98,14 +118,14 @@ TaskId RankProgram::bucket_collective(TaskRole role, CollectiveKind kind, int32_
 }
 
 TaskId RankProgram::p2p(P2pKind kind, TaskRole role, int32_t peer, int32_t tag, int64_t bytes,
-                        std::initializer_list<TaskId> deps) {
+                        std::initializer_list<TaskId> deps, std::initializer_list<TensorUse> uses) {
   Task task =
       labeled(TaskKind::kP2p, kind == P2pKind::kSend ? Stream::kPpSend : Stream::kPpRecv, role);
   task.p2p = kind;
   task.peer = peer;
   task.tag = tag;
   task.bytes = bytes;
-  return append(task, deps);
+  return append(task, deps, std::span<const TensorUse>(uses.begin(), uses.size()));
 }
 
 TaskId RankProgram::memory(MemoryAction action, Stream stream, BufferClass buffer, int64_t bytes,
@@ -115,6 +135,20 @@ TaskId RankProgram::memory(MemoryAction action, Stream stream, BufferClass buffe
   task.buffer = buffer;
   task.bytes = bytes;
   return append(task, deps);
+}
+
+TaskId RankProgram::memory(MemoryAction action, Stream stream, BufferClass buffer,
+                           std::span<const TensorId> tensors, std::initializer_list<TaskId> deps) {
+  Task task = labeled(TaskKind::kMemory, stream, TaskRole::kLayerBuffer);
+  task.memory = action;
+  task.buffer = buffer;
+  uses_scratch_.clear();
+  for (const TensorId tensor : tensors) {
+    task.bytes += graph_.shape_of(tensor).bytes();
+    uses_scratch_.emplace_back(tensor,
+                               action == MemoryAction::kAlloc ? Access::kAlloc : Access::kFree);
+  }
+  return append(task, deps, uses_scratch_);
 }
 
 }  // namespace strata

@@ -1,9 +1,11 @@
 #pragma once
 // RankProgram appends one rank's tasks to a TaskGraph: it carries the current labels (phase,
 // layer, micro-batch, chunk) and drops dependencies that stream order already implies, so the
-// lowering code reads as the sequence of ops it emits.
+// lowering code reads as the sequence of ops it emits. Each task may name the tensors it uses
+// (plan/tensor.hpp), in the order its op kind defines.
 
 #include <initializer_list>
+#include <vector>
 
 #include "plan/task_graph.hpp"
 
@@ -33,13 +35,20 @@ class RankProgram {
   // The compute task appended last (kNoTask before the first).
   TaskId last_compute() const { return last_compute_; }
 
+  // A tensor of this rank.
+  TensorId tensor(TensorKind kind, uint8_t name, int32_t shape, int32_t layer, int32_t micro_batch,
+                  int16_t index = -1);
+
   // `deps` may hold kNoTask entries, which are ignored.
-  TaskId compute(TaskRole role, int32_t op, std::initializer_list<TaskId> deps = {});
-  TaskId compute(TaskRole role, int32_t op, std::span<const TaskId> deps);
+  TaskId compute(TaskRole role, int32_t op, std::initializer_list<TaskId> deps = {},
+                 std::initializer_list<TensorUse> uses = {});
+  TaskId compute(TaskRole role, int32_t op, std::span<const TaskId> deps,
+                 std::span<const TensorUse> uses = {});
   TaskId collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group, int64_t bytes,
-                    std::initializer_list<TaskId> deps = {});
+                    std::initializer_list<TaskId> deps = {},
+                    std::initializer_list<TensorUse> uses = {});
   TaskId collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group, int64_t bytes,
-                    std::span<const TaskId> deps);
+                    std::span<const TaskId> deps, std::span<const TensorUse> uses = {});
   // A data-parallel collective of a parameter bucket (graph().buckets()), on the dp-comm stream.
   TaskId bucket_collective(TaskRole role, CollectiveKind kind, int32_t group, int64_t bytes,
                            int16_t bucket, std::span<const TaskId> deps);
@@ -57,12 +66,21 @@ class RankProgram {
   // the compute stream blocks on it).
   void block_next_compute_on(TaskId task) { blocked_on_.push_back(task); }
   TaskId send(TaskRole role, int32_t peer, int32_t tag, int64_t bytes,
-              std::initializer_list<TaskId> deps = {}) {
-    return p2p(P2pKind::kSend, role, peer, tag, bytes, deps);
+              std::initializer_list<TaskId> deps = {}, std::initializer_list<TensorUse> uses = {}) {
+    return p2p(P2pKind::kSend, role, peer, tag, bytes, deps, uses);
   }
   TaskId recv(TaskRole role, int32_t peer, int32_t tag, int64_t bytes,
-              std::initializer_list<TaskId> deps = {}) {
-    return p2p(P2pKind::kRecv, role, peer, tag, bytes, deps);
+              std::initializer_list<TaskId> deps = {}, std::initializer_list<TensorUse> uses = {}) {
+    return p2p(P2pKind::kRecv, role, peer, tag, bytes, deps, uses);
+  }
+  // Allocates or frees `tensors` (a buffer class's), as many bytes as they hold.
+  TaskId alloc(Stream stream, BufferClass buffer, std::span<const TensorId> tensors,
+               std::initializer_list<TaskId> deps = {}) {
+    return memory(MemoryAction::kAlloc, stream, buffer, tensors, deps);
+  }
+  TaskId release(Stream stream, BufferClass buffer, std::span<const TensorId> tensors,
+                 std::initializer_list<TaskId> deps = {}) {
+    return memory(MemoryAction::kFree, stream, buffer, tensors, deps);
   }
   TaskId alloc(Stream stream, BufferClass buffer, int64_t bytes,
                std::initializer_list<TaskId> deps = {}) {
@@ -75,11 +93,14 @@ class RankProgram {
 
  private:
   TaskId p2p(P2pKind kind, TaskRole role, int32_t peer, int32_t tag, int64_t bytes,
-             std::initializer_list<TaskId> deps);
+             std::initializer_list<TaskId> deps, std::initializer_list<TensorUse> uses);
   TaskId memory(MemoryAction action, Stream stream, BufferClass buffer, int64_t bytes,
                 std::initializer_list<TaskId> deps);
+  TaskId memory(MemoryAction action, Stream stream, BufferClass buffer,
+                std::span<const TensorId> tensors, std::initializer_list<TaskId> deps);
   Task labeled(TaskKind kind, Stream stream, TaskRole role) const;
-  TaskId append(const Task& task, std::span<const TaskId> deps);
+  TaskId append(const Task& task, std::span<const TaskId> deps,
+                std::span<const TensorUse> uses = {});
 
   TaskGraph& graph_;
   int32_t rank_;
@@ -88,6 +109,7 @@ class RankProgram {
   int32_t micro_batch_ = -1;
   int16_t chunk_ = 0;
   std::vector<TaskId> scratch_;
+  std::vector<TensorUse> uses_scratch_;
   std::vector<TaskId> blocked_on_;
   TaskId last_compute_ = kNoTask;
 };

@@ -6,6 +6,10 @@
 
 namespace strata {
 
+// Tasks are the bulk of a graph's bytes (bench/plan_bench.cpp): the tensor fields fill what was
+// padding.
+static_assert(sizeof(Task) == 64, "a task is 64 bytes");
+
 bool counts_as_activations(BufferClass buffer) {
   switch (buffer) {
     case BufferClass::kActivations:
@@ -22,7 +26,7 @@ bool counts_as_activations(BufferClass buffer) {
 
 TaskGraph::TaskGraph(GraphMode mode, const ParallelAxes& axes) : mode_(mode), axes_(axes) {}
 
-TaskId TaskGraph::add(Task task, std::span<const TaskId> deps) {
+TaskId TaskGraph::add(Task task, std::span<const TaskId> deps, std::span<const TensorUse> uses) {
   const auto id = static_cast<TaskId>(tasks_.size());
   task.first_dep = static_cast<uint32_t>(deps_.size());
   task.dep_count = static_cast<uint32_t>(deps.size());
@@ -30,8 +34,41 @@ TaskId TaskGraph::add(Task task, std::span<const TaskId> deps) {
     STRATA_ASSERT(dep >= 0 && dep < id, "a dependency must be added before its dependent");
     deps_.push_back(dep);
   }
+  STRATA_ASSERT(uses.size() <= UINT16_MAX, "a task uses fewer than 65536 tensors");
+  task.first_use = static_cast<uint32_t>(uses_.size());
+  task.use_count = static_cast<uint16_t>(uses.size());
+  for (const TensorUse use : uses) {
+    STRATA_ASSERT(use.tensor() >= 0 && use.tensor() < tensor_count(),
+                  "a tensor must be added before a task uses it");
+    uses_.push_back(use);
+  }
   tasks_.push_back(task);
   return id;
+}
+
+TensorId TaskGraph::add_tensor(const Tensor& tensor) {
+  STRATA_ASSERT(tensor.shape >= 0 && tensor.shape < static_cast<int32_t>(shapes_.size()),
+                "a tensor's shape is one of the graph's");
+  STRATA_ASSERT(tensor.name < tensor_names_.size(), "a tensor's name is one of the graph's");
+  STRATA_ASSERT(tensor_count() < kMaxTensors, "a graph holds fewer than 2^28 tensors");
+  tensors_.push_back(tensor);
+  return static_cast<TensorId>(tensors_.size() - 1);
+}
+
+int32_t TaskGraph::add_shape(const TensorShape& shape) {
+  const auto [found, added] = shape_index_.try_emplace(shape, static_cast<int32_t>(shapes_.size()));
+  if (added) shapes_.push_back(shape);
+  return found->second;
+}
+
+uint8_t TaskGraph::add_tensor_name(const std::string& name) {
+  if (const auto found = tensor_name_index_.find(name); found != tensor_name_index_.end())
+    return found->second;
+  STRATA_ASSERT(tensor_names_.size() < 256, "a graph names fewer than 256 kinds of tensor");
+  const auto index = static_cast<uint8_t>(tensor_names_.size());
+  tensor_names_.push_back(name);
+  tensor_name_index_.emplace(name, index);
+  return index;
 }
 
 int32_t TaskGraph::add_op(const OpShape& op) {
@@ -69,10 +106,16 @@ std::span<const TaskId> TaskGraph::deps(TaskId id) const {
   return {deps_.data() + t.first_dep, t.dep_count};
 }
 
+std::span<const TensorUse> TaskGraph::uses(TaskId id) const {
+  const Task& t = task(id);
+  return {uses_.data() + t.first_use, t.use_count};
+}
+
 int64_t TaskGraph::footprint_bytes() const {
-  int64_t bytes =
-      static_cast<int64_t>(tasks_.capacity() * sizeof(Task) + deps_.capacity() * sizeof(TaskId) +
-                           ops_.capacity() * sizeof(OpShape));
+  int64_t bytes = static_cast<int64_t>(
+      tasks_.capacity() * sizeof(Task) + deps_.capacity() * sizeof(TaskId) +
+      uses_.capacity() * sizeof(TensorUse) + tensors_.capacity() * sizeof(Tensor) +
+      shapes_.capacity() * sizeof(TensorShape) + ops_.capacity() * sizeof(OpShape));
   for (const auto& group : groups_) {
     bytes += static_cast<int64_t>(sizeof(CommGroup) + 2 * group.ranks.capacity() * sizeof(int32_t));
   }
@@ -358,6 +401,29 @@ std::string task_name(const TaskGraph& graph, const Task& task) {
       break;
     case TaskKind::kCopy:
       name += task.copy == CopyDirection::kToHost ? " to host" : " to device";
+      break;
+  }
+  return name;
+}
+
+std::string tensor_name(const TaskGraph& graph, const Tensor& tensor) {
+  std::string name;
+  if (tensor.layer >= 0) name += fmt::format("L{} ", tensor.layer);
+  if (tensor.micro_batch >= 0) name += fmt::format("mb{} ", tensor.micro_batch);
+  name += graph.tensor_name(tensor.name);
+  switch (tensor.kind) {
+    case TensorKind::kParameter:
+      break;
+    case TensorKind::kGradient:
+      name += " grad";
+      break;
+    case TensorKind::kOptimizerState:
+      name += " optimizer";
+      break;
+    case TensorKind::kActivation:
+    case TensorKind::kCommBuffer:
+    case TensorKind::kScratch:
+      if (tensor.index >= 0) name += fmt::format("#{}", tensor.index);
       break;
   }
   return name;

@@ -31,6 +31,7 @@
 
 #include "models/ops.hpp"
 #include "plan/parallel_axes.hpp"
+#include "plan/tensor.hpp"
 
 namespace strata {
 
@@ -151,7 +152,9 @@ struct Task {
   MemoryAction memory = MemoryAction::kAlloc;
   BufferClass buffer = BufferClass::kActivations;
   CopyDirection copy = CopyDirection::kToHost;
-  int64_t bytes = 0;  // collective, p2p, memory and copy size
+  uint16_t use_count = 0;  // into TaskGraph::uses(): the tensors the task reads, writes, allocates
+  uint32_t first_use = 0;  // or frees
+  int64_t bytes = 0;       // collective, p2p, memory and copy size
 };
 
 // The parameter blocks of one data-parallel bucket, which one gradient reduction or parameter
@@ -186,8 +189,12 @@ class TaskGraph {
  public:
   TaskGraph(GraphMode mode, const ParallelAxes& axes);
 
-  // Appends a task; every dependency must already be in the graph.
-  TaskId add(Task task, std::span<const TaskId> deps = {});
+  // Appends a task; every dependency must already be in the graph, and every tensor it uses.
+  TaskId add(Task task, std::span<const TaskId> deps = {}, std::span<const TensorUse> uses = {});
+  TensorId add_tensor(const Tensor& tensor);
+  // Returns the index of this shape, or of this name, adding it once.
+  int32_t add_shape(const TensorShape& shape);
+  uint8_t add_tensor_name(const std::string& name);
   int32_t add_op(const OpShape& op);
   // Names the op of a compute task added before its op was known (a host-dispatch block, whose
   // work is counted once emitted).
@@ -202,6 +209,14 @@ class TaskGraph {
   const Task& task(TaskId id) const { return tasks_[static_cast<size_t>(id)]; }
   const std::vector<Task>& tasks() const { return tasks_; }
   std::span<const TaskId> deps(TaskId id) const;
+  std::span<const TensorUse> uses(TaskId id) const;
+  int64_t tensor_count() const { return static_cast<int64_t>(tensors_.size()); }
+  const Tensor& tensor(TensorId id) const { return tensors_[static_cast<size_t>(id)]; }
+  const std::vector<Tensor>& tensors() const { return tensors_; }
+  const TensorShape& shape(int32_t index) const { return shapes_[static_cast<size_t>(index)]; }
+  const TensorShape& shape_of(TensorId id) const { return shape(tensor(id).shape); }
+  const std::vector<TensorShape>& shapes() const { return shapes_; }
+  const std::string& tensor_name(uint8_t index) const { return tensor_names_[index]; }
   const OpShape& op(int32_t index) const { return ops_[static_cast<size_t>(index)]; }
   const std::vector<OpShape>& ops() const { return ops_; }
   const CommGroup& group(int32_t index) const { return groups_[static_cast<size_t>(index)]; }
@@ -227,6 +242,12 @@ class TaskGraph {
   ParallelAxes axes_;
   std::vector<Task> tasks_;
   std::vector<TaskId> deps_;
+  std::vector<TensorUse> uses_;
+  std::vector<Tensor> tensors_;
+  std::vector<TensorShape> shapes_;
+  std::map<TensorShape, int32_t> shape_index_;
+  std::vector<std::string> tensor_names_;
+  std::map<std::string, uint8_t> tensor_name_index_;
   std::vector<OpShape> ops_;
   std::vector<CommGroup> groups_;
   std::map<std::pair<GroupKind, std::vector<int32_t>>, int32_t> group_index_;
@@ -249,5 +270,7 @@ Axis comm_axis(const TaskGraph& graph, const Task& task);
 
 // A readable name for traces and DOT: "fwd L3 mb0 qkv", "bwd L3 mb0 attn_out tp all-reduce".
 std::string task_name(const TaskGraph& graph, const Task& task);
+// A tensor's: "L3 mb0 qkv", "L3 qkv_w", "mb2 logits", "wte".
+std::string tensor_name(const TaskGraph& graph, const Tensor& tensor);
 
 }  // namespace strata
