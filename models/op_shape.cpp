@@ -11,6 +11,7 @@ int64_t bytes_per_element(DType dtype) {
     case DType::kFp32:
       return 4;
     case DType::kFp8:
+    case DType::kU8:
       return 1;
     case DType::kBf16:
     case DType::kFp16:
@@ -29,6 +30,8 @@ const char* to_string(DType dtype) {
       return "fp32";
     case DType::kFp8:
       return "fp8";
+    case DType::kU8:
+      return "u8";
   }
   return "?";
 }

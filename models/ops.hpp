@@ -20,7 +20,8 @@
 namespace strata {
 
 // kFp8: an FP8 GEMM (Transformer Engine): 1-byte inputs, 16-bit output; not a training dtype.
-enum class DType : uint8_t { kBf16, kFp16, kFp32, kFp8 };
+// kU8: one byte per element, a dropout mask's (a tensor's dtype, never an op's).
+enum class DType : uint8_t { kBf16, kFp16, kFp32, kFp8, kU8 };
 
 int64_t bytes_per_element(DType dtype);
 const char* to_string(DType dtype);

@@ -18,40 +18,83 @@ Dims dims_of(const ParallelPlan& plan) {
 
 }  // namespace
 
-LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& plan) {
+std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& model, const ParallelPlan& plan) {
   const Dims d = dims_of(plan);
+  const DType e = plan.dtype;
   const int64_t h = model.hidden;
-  const int64_t q = model.q_hidden();
-  const int64_t kv = model.kv_hidden();
-  const int64_t f = model.ffn_hidden;
-  const int64_t mask = model.dropout ? 1 : 0;  // 1-byte dropout masks
-  LayerActivations act;
-  // Each norm keeps its input (Korthikanti et al.: two per layer; Gemma's sandwich four), and a
-  // QK-norm its inputs, Q and K before the norm.
-  act.norms = model.norms_per_layer() * d.e * d.sb * h / d.rep;
-  if (model.qk_norm != QkNorm::kNone) act.norms += d.e * d.sb * (q + kv) / d.t;
+  const int64_t q = model.q_hidden() / d.t;
+  const int64_t kv = model.kv_hidden() / d.t;
+  const int64_t f = model.ffn_hidden / d.t;
+  const int64_t rows = d.sb / d.rep;  // the residual stream's rows on this rank
+  const int64_t heads = model.heads / d.t;
   // Under FP8 Transformer Engine saves the GEMM inputs it cast for the weight gradients in FP8:
   // the QKV, MLP-up and MLP-down inputs (the attention output stays 16-bit, flash keeps it).
-  const int64_t gemm_in = plan.fp8 != Fp8Format::kNone ? 1 : d.e;
-  act.attention = gemm_in * d.sb * h / d.rep     // QKV input
-                  + d.e * d.sb * (q + kv) / d.t  // Q and K
-                  + d.e * d.sb * kv / d.t        // V
-                  + d.e * d.sb * q / d.t         // attention-output input
-                  + mask * d.sb * h / d.rep;     // attention dropout mask
+  const DType gemm_in = plan.fp8 != Fp8Format::kNone ? DType::kFp8 : e;
+  const bool dropout = model.dropout;  // 1-byte masks
+  const LayerBlock block = model.block;
+  const bool post_norms = block == LayerBlock::kPostNorm || block == LayerBlock::kSandwich;
+  const auto matrix = [](int64_t r, int64_t c, DType dtype) {
+    return TensorShape{{r, c, 1, 1}, dtype};
+  };
+  std::vector<StoredTensor> out;
+  const auto add = [&](const char* name, TensorShape shape, ActivationPart part) {
+    out.push_back({name, shape, part});
+  };
+  using P = ActivationPart;
+  // Each norm keeps its input (Korthikanti et al.: two per layer; Gemma's sandwich four), and a
+  // QK-norm its inputs, Q and K before the norm.
+  if (block != LayerBlock::kPostNorm) add("norm1_in", matrix(rows, h, e), P::kNorms);
+  add("qkv_in", matrix(rows, h, gemm_in), P::kAttention);
+  add("qkv", matrix(d.sb, q + 2 * kv, e), P::kAttention);  // Q and K, V
+  if (model.qk_norm != QkNorm::kNone) add("qk_norm_in", matrix(d.sb, q + kv, e), P::kNorms);
   if (plan.attention == AttentionKind::kFlash) {
-    act.softmax_lse = 4 * model.heads * d.sb / d.t;  // fp32, one per head and token
+    // fp32, one per head and token
+    add("lse", {{plan.micro_batch, heads, plan.seq_len, 1}, DType::kFp32}, P::kSoftmaxLse);
   } else {
     // a s^2 b / t score elements: the softmax output, and with dropout its mask and output.
-    const int64_t scores = model.heads * plan.seq_len * d.sb / d.t;
-    act.attention_scores = d.e * scores + mask * (scores + d.e * scores);
+    const TensorShape scores{{plan.micro_batch, heads, plan.seq_len, plan.seq_len}, e};
+    add("scores", scores, P::kScores);
+    if (dropout) {
+      add("scores_mask", {scores.dims, DType::kU8}, P::kScores);
+      add("scores_dropped", scores, P::kScores);
+    }
   }
-  const int64_t up_outputs = model.gated_mlp() ? 2 : 1;
+  add("out_in", matrix(d.sb, q, e), P::kAttention);
+  if (dropout) add("attn_mask", matrix(rows, h, DType::kU8), P::kAttention);
+  if (post_norms) add("post_attn_norm_in", matrix(rows, h, e), P::kNorms);
+  if (block != LayerBlock::kPostNorm && block != LayerBlock::kParallel)
+    add("norm2_in", matrix(rows, h, e), P::kNorms);
   // A parallel block's MLP reads the tensor the QKV product read when the two share a norm.
-  const int64_t mlp_input = model.block == LayerBlock::kParallel ? 0 : gemm_in * d.sb * h / d.rep;
-  act.mlp = mlp_input                            // MLP-up input
-            + up_outputs * d.e * d.sb * f / d.t  // activation input(s)
-            + gemm_in * d.sb * f / d.t           // MLP-down input
-            + mask * d.sb * h / d.rep;           // MLP dropout mask
+  if (block != LayerBlock::kParallel) add("up_in", matrix(rows, h, gemm_in), P::kMlp);
+  add("act_in", matrix(d.sb, (model.gated_mlp() ? 2 : 1) * f, e), P::kMlp);  // the activation's
+  add("down_in", matrix(d.sb, f, gemm_in), P::kMlp);
+  if (dropout) add("mlp_mask", matrix(rows, h, DType::kU8), P::kMlp);
+  if (post_norms) add("post_mlp_norm_in", matrix(rows, h, e), P::kNorms);
+  return out;
+}
+
+LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& plan) {
+  LayerActivations act;
+  for (const StoredTensor& t : layer_stored_tensors(model, plan)) {
+    const int64_t bytes = t.shape.bytes();
+    switch (t.part) {
+      case ActivationPart::kNorms:
+        act.norms += bytes;
+        break;
+      case ActivationPart::kAttention:
+        act.attention += bytes;
+        break;
+      case ActivationPart::kScores:
+        act.attention_scores += bytes;
+        break;
+      case ActivationPart::kSoftmaxLse:
+        act.softmax_lse += bytes;
+        break;
+      case ActivationPart::kMlp:
+        act.mlp += bytes;
+        break;
+    }
+  }
   return act;
 }
 
@@ -66,37 +109,53 @@ std::vector<BlockProduct> block_products(const ModelSpec& model) {
 
 bool op_selective_saves(size_t index_in_block) { return index_in_block % 2 == 0; }
 
-namespace {
-
-// torchtitan's op-level policy: the block input (the checkpoint), every saved product's output,
-// and the attention kernel's output with its fp32 log-sum-exp.
-int64_t op_selective_bytes(const ModelSpec& model, const ParallelPlan& plan) {
+std::vector<StoredTensor> op_selective_tensors(const ModelSpec& model, const ParallelPlan& plan) {
   const Dims d = dims_of(plan);
-  const int64_t h = model.hidden;
-  // input, attention output
-  int64_t elements = d.sb * h / d.rep + d.sb * model.q_hidden() / d.t;
+  const DType e = plan.dtype;
+  const int64_t rows = d.sb / d.rep;
+  const auto matrix = [&](int64_t r, int64_t c) { return TensorShape{{r, c, 1, 1}, e}; };
+  using P = ActivationPart;
+  std::vector<StoredTensor> out{{"norm1_in", matrix(rows, model.hidden), P::kNorms}};
   const std::vector<BlockProduct> products = block_products(model);
   for (size_t i = 0; i < products.size(); ++i) {
     if (!op_selective_saves(i)) continue;
     switch (products[i]) {
       case BlockProduct::kQ:
-        elements += d.sb * model.q_hidden() / d.t;
+        out.push_back({"q", matrix(d.sb, model.q_hidden() / d.t), P::kAttention});
         break;
       case BlockProduct::kK:
+        out.push_back({"k", matrix(d.sb, model.kv_hidden() / d.t), P::kAttention});
+        break;
       case BlockProduct::kV:
-        elements += d.sb * model.kv_hidden() / d.t;
+        out.push_back({"v", matrix(d.sb, model.kv_hidden() / d.t), P::kAttention});
         break;
       case BlockProduct::kO:
+        out.push_back({"attn_proj", matrix(rows, model.hidden), P::kAttention});
+        break;
       case BlockProduct::kDown:
-        elements += d.sb * h / d.rep;
+        out.push_back({"mlp_proj", matrix(rows, model.hidden), P::kMlp});
         break;
       case BlockProduct::kGate:
+        out.push_back({"gate", matrix(d.sb, model.ffn_hidden / d.t), P::kMlp});
+        break;
       case BlockProduct::kUp:
-        elements += d.sb * model.ffn_hidden / d.t;
+        out.push_back({"up", matrix(d.sb, model.ffn_hidden / d.t), P::kMlp});
         break;
     }
   }
-  return d.e * elements + layer_activations(model, plan).softmax_lse;
+  out.push_back({"out_in", matrix(d.sb, model.q_hidden() / d.t), P::kAttention});
+  for (const StoredTensor& t : layer_stored_tensors(model, plan)) {
+    if (t.part == P::kSoftmaxLse) out.push_back(t);
+  }
+  return out;
+}
+
+namespace {
+
+int64_t total_bytes(const std::vector<StoredTensor>& tensors) {
+  int64_t bytes = 0;
+  for (const StoredTensor& t : tensors) bytes += t.shape.bytes();
+  return bytes;
 }
 
 }  // namespace
@@ -111,7 +170,7 @@ int64_t stored_layer_activation_bytes(const ModelSpec& model, const ParallelPlan
     case RecomputeKind::kFull:
       return layer_input_bytes(model, plan);
     case RecomputeKind::kSelectiveOp:
-      return op_selective_bytes(model, plan);
+      return total_bytes(op_selective_tensors(model, plan));
   }
   return act.total();
 }

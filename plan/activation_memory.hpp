@@ -25,6 +25,7 @@
 
 #include "models/model_spec.hpp"
 #include "plan/parallel_plan.hpp"
+#include "plan/tensor.hpp"
 
 namespace strata {
 
@@ -38,7 +39,21 @@ struct LayerActivations {
   int64_t total() const { return attention + attention_scores + softmax_lse + mlp + norms; }
 };
 
-// Everything one layer stores without recompute, per rank and micro-batch.
+// One tensor a layer stores for its backward, a term above, named after the op input it is
+// (plan/tensor.hpp): "norm1_in", "qkv_in", "qkv" (Q, K and V), "qk_norm_in", "scores",
+// "scores_mask", "scores_dropped", "lse", "out_in", "attn_mask", "post_attn_norm_in",
+// "norm2_in", "up_in", "act_in" (the MLP-up outputs), "down_in", "mlp_mask", "post_mlp_norm_in".
+enum class ActivationPart : uint8_t { kNorms, kAttention, kScores, kSoftmaxLse, kMlp };
+struct StoredTensor {
+  const char* name;
+  TensorShape shape;
+  ActivationPart part;
+};
+// Every tensor one layer stores without recompute, per rank and micro-batch, in forward order.
+std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& model, const ParallelPlan& plan);
+
+// Everything one layer stores without recompute, per rank and micro-batch: the sums of
+// layer_stored_tensors by part.
 LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& plan);
 
 // The matrix products of a transformer block in forward order, as torchtitan's Llama runs them:
@@ -49,6 +64,10 @@ std::vector<BlockProduct> block_products(const ModelSpec& model);
 // _custom_policy) saves every other product's output, the first, third, ...: the block recomputes
 // K, O and the SwiGLU up product (a GELU MLP's down product).
 bool op_selective_saves(size_t index_in_block);
+// What a layer keeps under the op-level policy: the block input ("norm1_in"), each saved
+// product's output ("q", "v", "gate" or "up", "mlp_proj", ...), the attention kernel's output
+// ("out_in") and its log-sum-exp ("lse").
+std::vector<StoredTensor> op_selective_tensors(const ModelSpec& model, const ParallelPlan& plan);
 
 // What one layer keeps between its forward and backward under the plan's recompute mode:
 // none: total(); selective: total() minus the attention scores (none are stored under flash

@@ -3,31 +3,78 @@
 // memory tasks of what the layer stores for its backward.
 
 #include <algorithm>
+#include <map>
+#include <span>
 #include <vector>
 
+#include "common/error.hpp"
 #include "plan/activation_memory.hpp"
 #include "plan/lowering_context.hpp"
 
 namespace strata {
 
+LayerParams::LayerParams(const std::vector<ParamTensorSpec>& specs) {
+  const std::pair<const char*, int*> names[] = {{"norm1_w", &norm1_w},
+                                                {"norm1_b", &norm1_b},
+                                                {"qkv_w", &qkv_w},
+                                                {"qkv_b", &qkv_b},
+                                                {"q_norm_w", &q_norm_w},
+                                                {"k_norm_w", &k_norm_w},
+                                                {"out_w", &out_w},
+                                                {"out_b", &out_b},
+                                                {"post_attn_norm_w", &post_attn_norm_w},
+                                                {"post_attn_norm_b", &post_attn_norm_b},
+                                                {"norm2_w", &norm2_w},
+                                                {"norm2_b", &norm2_b},
+                                                {"up_w", &up_w},
+                                                {"up_b", &up_b},
+                                                {"down_w", &down_w},
+                                                {"down_b", &down_b},
+                                                {"post_mlp_norm_w", &post_mlp_norm_w},
+                                                {"post_mlp_norm_b", &post_mlp_norm_b}};
+  for (size_t i = 0; i < specs.size(); ++i) {
+    for (const auto& [name, index] : names) {
+      if (specs[i].name == name) *index = static_cast<int>(i);
+    }
+  }
+}
+
+TensorId RankState::scratch_of(const SlotTable& slots, Slot slot) {
+  TensorId& id = scratch[static_cast<size_t>(slot)];
+  if (id == kNoTensor) {
+    const int32_t shape = slots.shape[static_cast<size_t>(slot)];
+    STRATA_ASSERT(shape >= 0, "a slot the lowering uses has a shape under the plan");
+    id = program.tensor(TensorKind::kScratch, slots.name[static_cast<size_t>(slot)], shape, -1,
+                        program.micro_batch());
+  }
+  return id;
+}
+
 TaskId tp_collective(const LoweringContext& ctx, RankState& state, TaskRole role,
-                     CollectiveKind kind, int64_t bytes, TaskId dep) {
+                     CollectiveKind kind, int64_t bytes, TaskId dep,
+                     std::initializer_list<TensorUse> uses) {
   if (ctx.plan.tp == 1) return dep;
-  return state.program.collective(role, Stream::kTpComm, kind, state.groups.tp, bytes, {dep});
+  return state.program.collective(role, Stream::kTpComm, kind, state.groups.tp, bytes, {dep}, uses);
+}
+
+std::pair<TaskId, TensorId> tp_reduce(const LoweringContext& ctx, RankState& state, TaskRole role,
+                                      int64_t bytes, TaskId dep, TensorId partial, TensorId rows) {
+  if (ctx.plan.tp == 1) return {dep, partial};
+  if (ctx.plan.sequence_parallel) {
+    return {tp_collective(ctx, state, role, CollectiveKind::kReduceScatter, bytes, dep,
+                          {read(partial), write(rows)}),
+            rows};
+  }
+  return {
+      tp_collective(ctx, state, role, CollectiveKind::kAllReduce, bytes, dep, {update(partial)}),
+      partial};
 }
 
 namespace {
 
-// Row-parallel products end with an all-reduce, or with sequence parallelism a reduce-scatter
-// back to sequence shards.
-CollectiveKind row_parallel_reduction(const ParallelPlan& plan) {
-  return plan.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
-}
-
 // One tensor-parallel product with the TP communication around it: the sequence-parallel
 // all-gather of its input (`gather_in`, of `gather_bytes`) and the reduction of its output
-// (`reduce_out`); under FP8 first the cast of its input (`cast`, an op, or -1). Returns the task
-// the next op waits for.
+// (`reduce_out`); under FP8 first the cast of its input (`cast`, an op, or -1).
 //
 // With --tp-comm-overlap (Transformer Engine's userbuffers, Megatron-LM's tp_comm_overlap) the
 // product runs as t chunks of s b / t rows and the collective as t - 1 ring-exchange steps of one
@@ -36,6 +83,14 @@ CollectiveKind row_parallel_reduction(const ParallelPlan& plan) {
 // chunk k - 1 while chunk k computes, and the next op waits for the last step. Only what a chunk's
 // GEMM does not cover is exposed, and the chunks pay the smaller GEMMs' efficiency and the
 // compute slowdown of the transfers beside them (the engine's comm_slowdown).
+//
+// Tensors: forward, the product reads `in` (its FP8 cast `cast_out`, its gather `gathered`) and
+// the weights, and writes `out` (adds into it with `accumulate`), and the layer's stored copy of
+// its input in `save_copy` when the product is the layer's first op; backward, it reads the
+// output gradient `in` and its forward input `saved_in` (one of the two gathered: the output
+// gradient of a row-parallel product, `saved_in` of a column-parallel one, `gather_saved`), the
+// weights, and writes the input gradient `out` and adds into the weight gradients (`params`).
+// The reduction reduces `out` in place, or scatters it into `reduced`.
 struct TpGemm {
   TaskRole role;
   const OpPair& whole;
@@ -46,43 +101,114 @@ struct TpGemm {
   int32_t cast = -1;
   int64_t gather_bytes = 0;
   TaskId params = kNoTask;  // when the product is the layer's first op: the gathered weights
+  TensorId in = kNoTensor;
+  TensorId saved_in = kNoTensor;
+  bool gather_saved = false;
+  TensorId cast_out = kNoTensor;
+  TensorId gathered = kNoTensor;
+  TensorId out = kNoTensor;
+  bool accumulate = false;
+  TensorId reduced = kNoTensor;
+  std::vector<TensorUse> weights = {};   // forward: weights read; backward: read, then grads added
+  std::vector<TensorId> save_copy = {};  // forward: stored copies the product writes
 };
 
-TaskId tp_gemm(const LoweringContext& ctx, RankState& state, const TpGemm& g, TaskId input) {
+// The task the next op waits for and the tensor(s) holding the product's (reduced) result: under
+// the TP overlap a reduced product ends in two parts, the exchanged rows and the last chunk.
+struct GemmResult {
+  TaskId task = kNoTask;
+  TensorId out = kNoTensor;
+  TensorId last_chunk = kNoTensor;
+};
+
+// The uses of one product (or chunk) reading `first`, then `second` (backward), writing `out`.
+std::vector<TensorUse> gemm_uses(const TpGemm& g, TensorId first, TensorId second, TensorId out) {
+  std::vector<TensorUse> uses{read(first)};
+  if (second != kNoTensor) uses.push_back(read(second));
+  const bool forward = g.direction == Direction::kForward;
+  size_t weight_reads = 0;
+  while (weight_reads < g.weights.size() && g.weights[weight_reads].access() == Access::kRead)
+    ++weight_reads;
+  uses.insert(uses.end(), g.weights.begin(), g.weights.begin() + static_cast<long>(weight_reads));
+  if (out != kNoTensor) uses.push_back(g.accumulate ? update(out) : write(out));
+  if (forward) {
+    for (const TensorId copy : g.save_copy) uses.push_back(write(copy));
+  }
+  uses.insert(uses.end(), g.weights.begin() + static_cast<long>(weight_reads), g.weights.end());
+  return uses;
+}
+
+GemmResult tp_gemm(const LoweringContext& ctx, RankState& state, const TpGemm& g, TaskId input) {
   RankProgram& p = state.program;
   const bool forward = g.direction == Direction::kForward;
-  const CollectiveKind reduce = row_parallel_reduction(ctx.plan);
-  if (g.cast >= 0) input = p.compute(TaskRole::kFp8Cast, g.cast, {input});
+  TensorId x = g.in;
+  if (g.cast >= 0) {
+    input = p.compute(TaskRole::kFp8Cast, g.cast, {input}, {read(x), write(g.cast_out)});
+    x = g.cast_out;
+  }
   const bool gathers = g.gather_in && ctx.plan.sequence_parallel;
+  const TensorId gather_src = g.gather_saved ? g.saved_in : x;
+  // The product's operands once gathered: the input (forward), or the output gradient and the
+  // forward input (backward).
+  const TensorId first = gathers && !g.gather_saved ? g.gathered : x;
+  const TensorId second = forward ? kNoTensor : gathers && g.gather_saved ? g.gathered : g.saved_in;
   if (!ctx.plan.overlap.tp_comm) {
-    const TaskId in = gathers ? tp_collective(ctx, state, g.role, CollectiveKind::kAllGather,
-                                              g.gather_bytes, input)
-                              : input;
+    const TaskId in =
+        gathers ? tp_collective(ctx, state, g.role, CollectiveKind::kAllGather, g.gather_bytes,
+                                input, {read(gather_src), write(g.gathered)})
+                : input;
+    const std::vector<TensorUse> uses = gemm_uses(g, first, second, g.out);
     const TaskId gemm =
-        p.compute(g.role, forward ? g.whole.forward : g.whole.backward, {in, g.params});
-    return g.reduce_out ? tp_collective(ctx, state, g.role, reduce, ctx.tp_message_bytes, gemm)
-                        : gemm;
+        p.compute(g.role, forward ? g.whole.forward : g.whole.backward, {in, g.params}, uses);
+    if (!g.reduce_out) return {gemm, g.out};
+    const auto [reduce, result] =
+        tp_reduce(ctx, state, g.role, ctx.tp_message_bytes, gemm, g.out, g.reduced);
+    return {reduce, result};
   }
   const int64_t chunks = ctx.plan.tp;
   const int32_t chunk_op = forward ? g.chunk.forward : g.chunk.backward;
-  const auto exchange = [&](TaskId after, int64_t bytes) {
+  // A chunk of s b / t rows of a gathered input or of the product's output.
+  const auto chunk_tensor = [&](Slot slot, int64_t k, TensorId like) {
+    TensorShape shape = p.graph().shape_of(like);
+    shape.dims[0] /= chunks;
+    return p.tensor(TensorKind::kScratch, ctx.slots.name[static_cast<size_t>(slot)],
+                    p.graph().add_shape(shape), -1, p.micro_batch(), static_cast<int16_t>(k));
+  };
+  const auto exchange = [&](TaskId after, int64_t bytes, std::initializer_list<TensorUse> uses) {
     return p.collective(g.role, Stream::kTpComm, CollectiveKind::kRingExchange, state.groups.tp,
-                        bytes / chunks, {after});
+                        bytes / chunks, {after}, uses);
   };
   // The gathering exchanges start with the input, one after another; the reducing ones follow
   // each chunk's GEMM, behind them on the stream.
   std::vector<TaskId> arrived(static_cast<size_t>(chunks), input);
+  std::vector<TensorId> pieces(static_cast<size_t>(chunks), gathers ? gather_src : kNoTensor);
   if (gathers) {
-    for (int64_t k = 1; k < chunks; ++k)
-      arrived[static_cast<size_t>(k)] = exchange(k == 1 ? input : kNoTask, g.gather_bytes);
+    for (int64_t k = 1; k < chunks; ++k) {
+      pieces[static_cast<size_t>(k)] = chunk_tensor(Slot::kGathered, k, g.gathered);
+      arrived[static_cast<size_t>(k)] =
+          exchange(k == 1 ? input : kNoTask, g.gather_bytes,
+                   {read(gather_src), write(pieces[static_cast<size_t>(k)])});
+    }
   }
   TaskId gemm = kNoTask;
   TaskId reduced = kNoTask;
+  TensorId last_chunk = kNoTensor;
   for (int64_t k = 0; k < chunks; ++k) {
-    gemm = p.compute(g.role, chunk_op, {arrived[static_cast<size_t>(k)], g.params});
-    if (g.reduce_out && k + 1 < chunks) reduced = exchange(gemm, ctx.tp_message_bytes);
+    const TensorId piece = pieces[static_cast<size_t>(k)];
+    const TensorId chunk_first = gathers && !g.gather_saved ? piece : first;
+    const TensorId chunk_second = gathers && g.gather_saved ? piece : second;
+    const TensorId chunk_out = g.reduce_out ? chunk_tensor(Slot::kProj, k, g.out) : g.out;
+    gemm = p.compute(g.role, chunk_op, {arrived[static_cast<size_t>(k)], g.params},
+                     gemm_uses(g, chunk_first, chunk_second, chunk_out));
+    if (g.reduce_out && k + 1 < chunks) {
+      // The first step starts the reduced rows; the later ones add into them.
+      reduced = exchange(gemm, ctx.tp_message_bytes,
+                         {read(chunk_out), k == 0 ? write(g.reduced) : update(g.reduced)});
+    }
+    last_chunk = chunk_out;
   }
-  return g.reduce_out ? reduced : gemm;
+  if (!g.reduce_out) return {gemm, g.out};
+  return {reduced, g.reduced, last_chunk};
 }
 
 // Under FP8, Transformer Engine gathers the inputs of column-parallel GEMMs in FP8 (the norm
@@ -107,95 +233,479 @@ const OpPair& attention_of(const LoweringContext& ctx, int64_t layer) {
   return global ? ctx.ops.attention_global : ctx.ops.attention;
 }
 
-// The forward ops alone, in the program's current phase (forward or recompute). A sequential block
-// reduces the attention output and the MLP output each (two TP reductions); a parallel block
-// (GPT-J, Falcon, GPT-NeoX's parallel residual) sums both branches' partial outputs and reduces
-// once, and its MLP reads the input the attention read (gathered once under sequence parallelism
-// when the two share a norm).
-TaskId layer_forward_ops(const LoweringContext& ctx, RankState& state, int64_t layer, TaskId input,
-                         TaskId params) {
-  RankProgram& p = state.program;
-  const OpTable& op = ctx.ops;
-  const ModelSpec& m = ctx.model;
-  const auto fwd = Direction::kForward;
-  const int64_t column_in = column_input_bytes(ctx);
-  const bool parallel = m.parallel_block();
-
-  TaskId attn_in = input;
-  TaskId first_params = params;
-  if (norm_before(m)) {
-    attn_in = p.compute(TaskRole::kNorm1, op.norm.forward, {input, params});
-    first_params = kNoTask;
-  }
-  tp_gemm(ctx, state,
-          {TaskRole::kQkv, op.qkv, op.qkv_chunk, fwd, true, false, -1, column_in, first_params},
-          attn_in);
-  if (op.qk_norm.forward >= 0) p.compute(TaskRole::kQkNorm, op.qk_norm.forward);
-  if (op.rotary.forward >= 0) p.compute(TaskRole::kRotary, op.rotary.forward);
-  p.compute(TaskRole::kAttention, attention_of(ctx, layer).forward);
-  const TaskId attn_reduced = tp_gemm(ctx, state,
-                                      {TaskRole::kAttnOut, op.attn_out, op.attn_out_chunk, fwd,
-                                       false, !parallel, op.fp8_cast_attn_out_in},
-                                      kNoTask);
-  if (!parallel) {
-    if (norm_after(m)) p.compute(TaskRole::kPostNorm, op.norm.forward, {attn_reduced});
-    p.compute(TaskRole::kAttnResidual, op.residual.forward, {attn_reduced});
-  }
-  TaskId mlp_in = kNoTask;
-  if (norm_before_mlp(m)) {
-    mlp_in = p.compute(TaskRole::kNorm2, op.norm.forward, {parallel ? input : kNoTask});
-  }
-  // The MLP gathers its own input unless it shares the attention's norm (and so its gather).
-  const bool gathers_mlp_in = m.block != LayerBlock::kParallel;
-  tp_gemm(ctx, state,
-          {TaskRole::kMlpUp, op.mlp_up, op.mlp_up_chunk, fwd, gathers_mlp_in, false, -1, column_in},
-          mlp_in);
-  p.compute(TaskRole::kMlpAct, op.mlp_act.forward);
-  const TaskId mlp_reduced = tp_gemm(ctx, state,
-                                     {TaskRole::kMlpDown, op.mlp_down, op.mlp_down_chunk, fwd,
-                                      false, true, op.fp8_cast_mlp_down_in},
-                                     kNoTask);
-  if (norm_after(m)) p.compute(TaskRole::kPostNorm, op.norm.forward, {mlp_reduced});
-  return p.compute(TaskRole::kMlpResidual, op.residual.forward, {mlp_reduced});
-}
-
-// torchtitan's selective-op recompute before the block's backward: from its input, the norms, the
-// products whose outputs the policy did not save (K, O and SwiGLU's up, or a GELU MLP's down),
-// the QK-norm and rotary embedding, the residual adds and the activation, in forward order; no TP
-// communication (the policy saves reduce-scatter outputs).
-void recompute_unsaved_ops(const LoweringContext& ctx, RankState& state, TaskId params) {
-  RankProgram& p = state.program;
-  const OpTable& op = ctx.ops;
-  const ModelSpec& m = ctx.model;
-  const std::vector<BlockProduct> products = block_products(m);
-  TaskId needs = params;  // the first op waits for the layer's (gathered) weights
-  const auto run = [&](TaskRole role, int32_t forward_op) {
-    p.compute(role, forward_op, {needs});
-    needs = kNoTask;
-  };
-  const auto recompute = [&](BlockProduct product, TaskRole role, int32_t forward_op) {
-    const auto at = std::find(products.begin(), products.end(), product) - products.begin();
-    if (!op_selective_saves(static_cast<size_t>(at))) run(role, forward_op);
-  };
-  if (norm_before(m)) run(TaskRole::kNorm1, op.norm.forward);
-  recompute(BlockProduct::kK, TaskRole::kQkv, op.k_product);
-  if (op.qk_norm.forward >= 0) run(TaskRole::kQkNorm, op.qk_norm.forward);
-  if (op.rotary.forward >= 0) run(TaskRole::kRotary, op.rotary.forward);
-  recompute(BlockProduct::kO, TaskRole::kAttnOut, op.attn_out.forward);
-  if (norm_after(m)) run(TaskRole::kPostNorm, op.norm.forward);
-  if (!m.parallel_block()) run(TaskRole::kAttnResidual, op.residual.forward);
-  if (norm_before_mlp(m)) run(TaskRole::kNorm2, op.norm.forward);
-  recompute(BlockProduct::kUp, TaskRole::kMlpUp, op.mlp_up_half);
-  run(TaskRole::kMlpAct, op.mlp_act.forward);
-  recompute(BlockProduct::kDown, TaskRole::kMlpDown, op.mlp_down.forward);
-  if (norm_after(m)) run(TaskRole::kPostNorm, op.norm.forward);
-}
-
 // What a layer that does not recompute in full keeps for its backward: everything, or under
 // selective recompute all but the scores (the plan's stored bytes, unless the plan recomputes
 // only some layers in full and this is one of the others).
 int64_t kept_bytes(const LoweringContext& ctx) {
   return ctx.plan.recompute == RecomputeKind::kFull ? ctx.full_layer_bytes : ctx.stored_bytes;
+}
+
+bool scores_slot(int slot) {
+  return slot == static_cast<int>(Slot::kScores) || slot == static_cast<int>(Slot::kScoresMask) ||
+         slot == static_cast<int>(Slot::kScoresDropped);
+}
+
+// The ops of one layer on the tensors they use: its parameters (plan/lowering_tensors.hpp) and,
+// per slot, the tensor of this execution (RankState::at).
+class LayerOps {
+ public:
+  LayerOps(const LoweringContext& ctx, RankState& state, int64_t layer)
+      : ctx_(ctx),
+        state_(state),
+        p_(state.program),
+        op_(ctx.ops),
+        m_(ctx.model),
+        lp_(ctx.layer_params),
+        layer_(layer),
+        block_(state.layer_blocks.at(layer)) {}
+
+  // Creates stored tensors of this (layer, micro-batch) for the slots `wanted` keeps, makes them
+  // the slots of this execution and returns them.
+  std::vector<TensorId> store(bool (*wanted)(const LoweringContext&, int)) {
+    SlotTensors& mine = state_.stored_slots(layer_);
+    std::vector<TensorId> made;
+    for (int s = 0; s < kStoredSlotCount; ++s) {
+      if (!ctx_.slots.stored[static_cast<size_t>(s)] || !wanted(ctx_, s)) continue;
+      const TensorId t =
+          tensor(ctx_.slots.name[static_cast<size_t>(s)], ctx_.slots.shape[static_cast<size_t>(s)]);
+      mine[static_cast<size_t>(s)] = t;
+      state_.current[static_cast<size_t>(s)] = t;
+      made.push_back(t);
+    }
+    return made;
+  }
+  TensorId tensor(uint8_t name, int32_t shape) {
+    return p_.tensor(TensorKind::kActivation, name, shape, static_cast<int32_t>(layer_),
+                     p_.micro_batch());
+  }
+  // The layer's stored tensors of this micro-batch, made the slots of this execution.
+  void use_stored() {
+    const SlotTensors& mine = state_.stored.at({layer_, p_.micro_batch()});
+    for (int s = 0; s < kStoredSlotCount; ++s)
+      state_.current[static_cast<size_t>(s)] = mine[static_cast<size_t>(s)];
+  }
+
+  TaskId forward(TaskId input, TaskId params, TensorId layer_in);
+  void recompute_unsaved(TaskId params, TensorId rebuilt);
+  TaskId backward(TaskId grad, TaskId params);
+
+  // Selective-op: the products whose outputs the policy saves write them (op_selective_tensors).
+  std::map<TaskRole, std::vector<TensorId>> saved_products;
+
+ private:
+  TensorId at(Slot slot) { return state_.at(ctx_.slots, slot); }
+  // A parameter read, or nothing for one the model lacks.
+  void weight(std::vector<TensorUse>& uses, int index) const {
+    if (index >= 0) uses.push_back(read(block_.readable()[static_cast<size_t>(index)]));
+  }
+  // A GEMM's weight: the FP8 copy Transformer Engine casts, or the parameter.
+  void gemm_weight(std::vector<TensorUse>& uses, int index) const {
+    if (block_.fp8_weights != kNoTensor) {
+      uses.push_back(read(block_.fp8_weights));
+    } else {
+      weight(uses, index);
+    }
+  }
+  // A gradient the backward adds into.
+  void add_grad(std::vector<TensorUse>& uses, int index) {
+    if (index < 0) return;
+    const std::vector<TensorId>& grads =
+        block_.grads_of(p_, ctx_.layer_block, p_.micro_batch(), static_cast<int32_t>(layer_));
+    uses.push_back(update(grads[static_cast<size_t>(index)]));
+  }
+  std::vector<TensorUse> weights(std::initializer_list<int> indices) const {
+    std::vector<TensorUse> uses;
+    for (const int i : indices) weight(uses, i);
+    return uses;
+  }
+  std::vector<TensorId> saved(TaskRole role) const {
+    const auto found = saved_products.find(role);
+    return found != saved_products.end() ? found->second : std::vector<TensorId>{};
+  }
+  // The attention's saved outputs: the log-sum-exp (flash), or the scores with their dropout.
+  void attention_state(std::vector<TensorUse>& uses, Access access) {
+    if (ctx_.plan.attention == AttentionKind::kFlash) {
+      uses.emplace_back(at(Slot::kLse), access);
+      return;
+    }
+    uses.emplace_back(at(Slot::kScores), access);
+    if (m_.dropout) {
+      uses.emplace_back(at(Slot::kScoresMask), access);
+      uses.emplace_back(at(Slot::kScoresDropped), access);
+    }
+  }
+
+  const LoweringContext& ctx_;
+  RankState& state_;
+  RankProgram& p_;
+  const OpTable& op_;
+  const ModelSpec& m_;
+  const LayerParams& lp_;
+  int64_t layer_;
+  BlockTensors& block_;
+};
+
+// The forward ops alone, in the program's current phase (forward or recompute), from the layer
+// input `layer_in`. A sequential block reduces the attention output and the MLP output each (two
+// TP reductions); a parallel block (GPT-J, Falcon, GPT-NeoX's parallel residual) sums both
+// branches' partial outputs and reduces once, and its MLP reads the input the attention read
+// (gathered once under sequence parallelism when the two share a norm). The layer's first op
+// writes the stored copy of the layer input (the first norm's input, or the QKV input).
+TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
+  const auto fwd = Direction::kForward;
+  const int64_t column_in = column_input_bytes(ctx_);
+  const bool parallel = m_.parallel_block();
+  const bool sp = ctx_.plan.sequence_parallel;
+  const TensorId gathered = at(Slot::kGathered);
+
+  TaskId attn_in = input;
+  TaskId first_params = params;
+  TensorId qkv_src = layer_in;
+  std::vector<TensorId> qkv_copy = saved(TaskRole::kQkv);
+  if (norm_before(m_)) {
+    std::vector<TensorUse> uses{read(layer_in)};
+    weight(uses, lp_.norm1_w);
+    weight(uses, lp_.norm1_b);
+    uses.push_back(write(at(Slot::kQkvIn)));
+    uses.push_back(write(at(Slot::kNorm1In)));
+    attn_in = p_.compute(TaskRole::kNorm1, op_.norm.forward, {input, params}, uses);
+    first_params = kNoTask;
+    qkv_src = at(Slot::kQkvIn);
+  } else {
+    qkv_copy.insert(qkv_copy.begin(), at(Slot::kQkvIn));
+  }
+  TpGemm qkv{TaskRole::kQkv, op_.qkv, op_.qkv_chunk, fwd, true, false, -1, column_in, first_params};
+  qkv.in = qkv_src;
+  qkv.gathered = gathered;
+  qkv.out = at(Slot::kQkv);
+  gemm_weight(qkv.weights, lp_.qkv_w);
+  weight(qkv.weights, lp_.qkv_b);
+  qkv.save_copy = qkv_copy;
+  tp_gemm(ctx_, state_, qkv, attn_in);
+  if (op_.qk_norm.forward >= 0) {
+    std::vector<TensorUse> uses = weights({lp_.q_norm_w, lp_.k_norm_w});
+    uses.insert(uses.begin(), update(at(Slot::kQkv)));
+    uses.push_back(write(at(Slot::kQkNormIn)));
+    p_.compute(TaskRole::kQkNorm, op_.qk_norm.forward, {}, uses);
+  }
+  if (op_.rotary.forward >= 0)
+    p_.compute(TaskRole::kRotary, op_.rotary.forward, {}, {update(at(Slot::kQkv))});
+  {
+    std::vector<TensorUse> uses{read(at(Slot::kQkv)), write(at(Slot::kOutIn))};
+    attention_state(uses, Access::kWrite);
+    p_.compute(TaskRole::kAttention, attention_of(ctx_, layer_).forward, {}, uses);
+  }
+  TpGemm out{TaskRole::kAttnOut,      op_.attn_out, op_.attn_out_chunk, fwd, false, !parallel,
+             op_.fp8_cast_attn_out_in};
+  out.in = at(Slot::kOutIn);
+  out.cast_out = at(Slot::kOutInFp8);
+  out.out = at(Slot::kProj);
+  out.reduced = at(Slot::kProjRows);
+  gemm_weight(out.weights, lp_.out_w);
+  out.save_copy = saved(TaskRole::kAttnOut);
+  const GemmResult attn = tp_gemm(ctx_, state_, out, kNoTask);
+  // The branch's output with the residual add's other inputs (the overlap's last chunk).
+  const auto branch_reads = [&](std::vector<TensorUse>& uses, const GemmResult& result,
+                                TensorId branch) {
+    uses.push_back(read(branch));
+    if (result.last_chunk != kNoTensor) uses.push_back(read(result.last_chunk));
+  };
+  const TensorId mid = at(Slot::kMid);
+  if (!parallel) {
+    TensorId branch = attn.out;
+    if (norm_after(m_)) {
+      std::vector<TensorUse> uses{read(branch)};
+      if (attn.last_chunk != kNoTensor) uses.push_back(read(attn.last_chunk));
+      weight(uses, lp_.post_attn_norm_w);
+      weight(uses, lp_.post_attn_norm_b);
+      uses.push_back(write(at(Slot::kBranch)));
+      uses.push_back(write(at(Slot::kPostAttnNormIn)));
+      p_.compute(TaskRole::kPostNorm, op_.norm.forward, {attn.task}, uses);
+      branch = at(Slot::kBranch);
+    }
+    std::vector<TensorUse> uses{read(layer_in)};
+    branch_reads(uses, norm_after(m_) ? GemmResult{} : attn, branch);
+    weight(uses, lp_.out_b);
+    uses.push_back(write(mid));
+    if (m_.dropout) uses.push_back(write(at(Slot::kAttnMask)));
+    p_.compute(TaskRole::kAttnResidual, op_.residual.forward, {attn.task}, uses);
+  }
+  TaskId mlp_in = kNoTask;
+  TensorId mlp_src = mid;
+  std::vector<TensorId> up_copy = saved(TaskRole::kMlpUp);
+  if (norm_before_mlp(m_)) {
+    std::vector<TensorUse> uses{read(parallel ? layer_in : mid)};
+    weight(uses, lp_.norm2_w);
+    weight(uses, lp_.norm2_b);
+    uses.push_back(write(at(Slot::kUpIn)));
+    uses.push_back(write(at(Slot::kNorm2In)));
+    mlp_in = p_.compute(TaskRole::kNorm2, op_.norm.forward, {parallel ? input : kNoTask}, uses);
+    mlp_src = at(Slot::kUpIn);
+  } else if (m_.block == LayerBlock::kParallel) {
+    mlp_src = sp ? gathered : at(Slot::kQkvIn);  // the shared norm's output, gathered once
+  } else {
+    up_copy.insert(up_copy.begin(), at(Slot::kUpIn));  // post-norm: the MLP input is mid
+  }
+  // The MLP gathers its own input unless it shares the attention's norm (and so its gather).
+  const bool gathers_mlp_in = m_.block != LayerBlock::kParallel;
+  TpGemm up{TaskRole::kMlpUp, op_.mlp_up, op_.mlp_up_chunk, fwd, gathers_mlp_in, false, -1,
+            column_in};
+  up.in = mlp_src;
+  up.gathered = gathered;
+  up.out = at(Slot::kActIn);
+  gemm_weight(up.weights, lp_.up_w);
+  weight(up.weights, lp_.up_b);
+  up.save_copy = up_copy;
+  tp_gemm(ctx_, state_, up, mlp_in);
+  const bool fp8 = op_.fp8_cast_mlp_down_in >= 0;
+  // Under FP8 the activation's 16-bit output is cast to the stored FP8 MLP-down input.
+  const TensorId act_out = fp8 ? at(Slot::kActOut) : at(Slot::kDownIn);
+  p_.compute(TaskRole::kMlpAct, op_.mlp_act.forward, {}, {read(at(Slot::kActIn)), write(act_out)});
+  TpGemm down{TaskRole::kMlpDown,      op_.mlp_down, op_.mlp_down_chunk, fwd, false, true,
+              op_.fp8_cast_mlp_down_in};
+  down.in = act_out;
+  down.cast_out = at(Slot::kDownIn);
+  down.out = at(Slot::kProj);
+  down.accumulate = parallel;  // a parallel block sums both branches before one reduction
+  down.reduced = at(Slot::kProjRows);
+  gemm_weight(down.weights, lp_.down_w);
+  down.save_copy = saved(TaskRole::kMlpDown);
+  const GemmResult mlp = tp_gemm(ctx_, state_, down, kNoTask);
+  TensorId branch = mlp.out;
+  if (norm_after(m_)) {
+    std::vector<TensorUse> uses{read(branch)};
+    if (mlp.last_chunk != kNoTensor) uses.push_back(read(mlp.last_chunk));
+    weight(uses, lp_.post_mlp_norm_w);
+    weight(uses, lp_.post_mlp_norm_b);
+    uses.push_back(write(at(Slot::kBranch)));
+    uses.push_back(write(at(Slot::kPostMlpNormIn)));
+    p_.compute(TaskRole::kPostNorm, op_.norm.forward, {mlp.task}, uses);
+    branch = at(Slot::kBranch);
+  }
+  // The layer's output is the next layer's input; a recompute's is thrown away.
+  const TensorId stream = at(Slot::kStream);
+  std::vector<TensorUse> uses{read(parallel ? layer_in : mid)};
+  branch_reads(uses, norm_after(m_) ? GemmResult{} : mlp, branch);
+  if (parallel) weight(uses, lp_.out_b);
+  weight(uses, lp_.down_b);
+  uses.push_back(write(stream));
+  if (m_.dropout) {
+    if (parallel) uses.push_back(write(at(Slot::kAttnMask)));
+    uses.push_back(write(at(Slot::kMlpMask)));
+  }
+  const TaskId output = p_.compute(TaskRole::kMlpResidual, op_.residual.forward, {mlp.task}, uses);
+  if (p_.phase() != Phase::kRecompute) state_.stream = stream;
+  return output;
+}
+
+// torchtitan's selective-op recompute before the block's backward: from its input, the norms, the
+// products whose outputs the policy did not save (K, O and SwiGLU's up, or a GELU MLP's down),
+// the QK-norm and rotary embedding, the residual adds and the activation, in forward order; no TP
+// communication (the policy saves reduce-scatter outputs). They read what the policy saved and
+// write the rebuilt buffer.
+void LayerOps::recompute_unsaved(TaskId params, TensorId rebuilt) {
+  const std::vector<BlockProduct> products = block_products(m_);
+  TaskId needs = params;  // the first op waits for the layer's (gathered) weights
+  std::vector<TensorUse> saved_reads;
+  for (const TensorId t : state_.kept.at({layer_, p_.micro_batch()}))
+    saved_reads.push_back(read(t));
+  const auto run = [&](TaskRole role, int32_t forward_op, std::initializer_list<int> params_read) {
+    std::vector<TensorUse> uses = saved_reads;
+    for (const int i : params_read) weight(uses, i);
+    uses.push_back(write(rebuilt));
+    p_.compute(role, forward_op, {needs}, uses);
+    needs = kNoTask;
+  };
+  const auto recompute = [&](BlockProduct product, TaskRole role, int32_t forward_op,
+                             std::initializer_list<int> params_read) {
+    const auto at = std::find(products.begin(), products.end(), product) - products.begin();
+    if (!op_selective_saves(static_cast<size_t>(at))) run(role, forward_op, params_read);
+  };
+  if (norm_before(m_)) run(TaskRole::kNorm1, op_.norm.forward, {lp_.norm1_w, lp_.norm1_b});
+  recompute(BlockProduct::kK, TaskRole::kQkv, op_.k_product, {lp_.qkv_w, lp_.qkv_b});
+  if (op_.qk_norm.forward >= 0)
+    run(TaskRole::kQkNorm, op_.qk_norm.forward, {lp_.q_norm_w, lp_.k_norm_w});
+  if (op_.rotary.forward >= 0) run(TaskRole::kRotary, op_.rotary.forward, {});
+  recompute(BlockProduct::kO, TaskRole::kAttnOut, op_.attn_out.forward, {lp_.out_w});
+  if (norm_after(m_))
+    run(TaskRole::kPostNorm, op_.norm.forward, {lp_.post_attn_norm_w, lp_.post_attn_norm_b});
+  if (!m_.parallel_block()) run(TaskRole::kAttnResidual, op_.residual.forward, {lp_.out_b});
+  if (norm_before_mlp(m_)) run(TaskRole::kNorm2, op_.norm.forward, {lp_.norm2_w, lp_.norm2_b});
+  recompute(BlockProduct::kUp, TaskRole::kMlpUp, op_.mlp_up_half, {lp_.up_w, lp_.up_b});
+  run(TaskRole::kMlpAct, op_.mlp_act.forward, {});
+  recompute(BlockProduct::kDown, TaskRole::kMlpDown, op_.mlp_down.forward, {lp_.down_w});
+  if (norm_after(m_))
+    run(TaskRole::kPostNorm, op_.norm.forward, {lp_.post_mlp_norm_w, lp_.post_mlp_norm_b});
+}
+
+// The backward ops, from the output gradient in RankState::dstream, which they leave holding the
+// layer input's gradient. Sequence parallel: the output gradient is gathered for each
+// row-parallel product's backward (once for both branches of a parallel block), and each norm's
+// output again for the column-parallel weight gradients.
+TaskId LayerOps::backward(TaskId grad, TaskId params) {
+  const auto bwd = Direction::kBackward;
+  const bool parallel = m_.parallel_block();
+  const bool shared_norm = m_.block == LayerBlock::kParallel;
+  const bool sp = ctx_.plan.sequence_parallel;
+  const int64_t column_in = column_input_bytes(ctx_);
+  const int64_t msg = ctx_.tp_message_bytes;
+  const TensorId dstream = state_.dstream;
+  const TensorId gathered = at(Slot::kGathered);
+  const TensorId dgathered = at(Slot::kDGathered);
+  const TensorId dbranch = at(Slot::kDBranch);
+
+  std::vector<TensorUse> residual_uses{read(dstream)};
+  if (parallel) add_grad(residual_uses, lp_.out_b);
+  add_grad(residual_uses, lp_.down_b);
+  TaskId grad_in =
+      p_.compute(TaskRole::kMlpResidual, op_.residual.backward, {grad, params}, residual_uses);
+  TensorId dout_mlp = dstream;
+  if (norm_after(m_)) {
+    std::vector<TensorUse> uses{read(dstream), read(at(Slot::kPostMlpNormIn))};
+    weight(uses, lp_.post_mlp_norm_w);
+    uses.push_back(write(dbranch));
+    add_grad(uses, lp_.post_mlp_norm_w);
+    add_grad(uses, lp_.post_mlp_norm_b);
+    grad_in = p_.compute(TaskRole::kPostNorm, op_.norm.backward, {}, uses);
+    dout_mlp = dbranch;
+  }
+  TpGemm down{TaskRole::kMlpDown,    op_.mlp_down, op_.mlp_down_chunk, bwd, true, false,
+              op_.fp8_grad_mlp_down, msg};
+  down.in = dout_mlp;
+  down.cast_out = at(Slot::kDProjFp8);
+  down.gathered = dgathered;
+  down.saved_in = at(Slot::kDownIn);
+  down.out = at(Slot::kDDownIn);
+  gemm_weight(down.weights, lp_.down_w);
+  add_grad(down.weights, lp_.down_w);
+  tp_gemm(ctx_, state_, down, grad_in);
+  const TaskId act =
+      p_.compute(TaskRole::kMlpAct, op_.mlp_act.backward, {},
+                 {read(at(Slot::kDDownIn)), read(at(Slot::kActIn)), write(at(Slot::kDActIn))});
+  // A parallel block's two branches sum their input gradients before one reduction, unless each
+  // has a norm of its own to take its gradient.
+  TpGemm up{TaskRole::kMlpUp, op_.mlp_up,          op_.mlp_up_chunk, bwd, true,
+            !shared_norm,     op_.fp8_grad_mlp_up, column_in};
+  up.in = at(Slot::kDActIn);
+  up.cast_out = at(Slot::kDActInFp8);
+  up.saved_in = shared_norm ? at(Slot::kQkvIn) : at(Slot::kUpIn);
+  up.gather_saved = true;
+  up.gathered = gathered;
+  up.out = at(Slot::kDNormOut);
+  up.reduced = at(Slot::kDNormRows);
+  gemm_weight(up.weights, lp_.up_w);
+  add_grad(up.weights, lp_.up_w);
+  add_grad(up.weights, lp_.up_b);
+  const GemmResult up_result = tp_gemm(ctx_, state_, up, act);
+  if (norm_before_mlp(m_)) {
+    // The norm adds its input gradient into the stream's; a parallel block's second norm into
+    // the attention branch's scratch, which the first norm adds in (the attention branch still
+    // reads the output gradient).
+    std::vector<TensorUse> uses{read(up_result.out), read(at(Slot::kNorm2In))};
+    weight(uses, lp_.norm2_w);
+    uses.push_back(parallel ? write(dbranch) : update(dstream));
+    add_grad(uses, lp_.norm2_w);
+    add_grad(uses, lp_.norm2_b);
+    p_.compute(TaskRole::kNorm2, op_.norm.backward, {up_result.task}, uses);
+  }
+  TaskId attn_grad = kNoTask;
+  TensorId dout_attn = dstream;
+  if (!parallel) {
+    std::vector<TensorUse> uses{read(dstream)};
+    // A post-norm block's MLP reads the stream itself: its input gradient joins the stream's.
+    if (!norm_before_mlp(m_)) uses.push_back(read(up_result.out));
+    if (!norm_before_mlp(m_)) uses.push_back(update(dstream));
+    add_grad(uses, lp_.out_b);
+    attn_grad = p_.compute(TaskRole::kAttnResidual, op_.residual.backward, {}, uses);
+    if (norm_after(m_)) {
+      std::vector<TensorUse> norm_uses{read(dstream), read(at(Slot::kPostAttnNormIn))};
+      weight(norm_uses, lp_.post_attn_norm_w);
+      norm_uses.push_back(write(dbranch));
+      add_grad(norm_uses, lp_.post_attn_norm_w);
+      add_grad(norm_uses, lp_.post_attn_norm_b);
+      attn_grad = p_.compute(TaskRole::kPostNorm, op_.norm.backward, {}, norm_uses);
+      dout_attn = dbranch;
+    }
+  } else if (sp) {
+    dout_attn = dgathered;  // gathered once for both branches
+  }
+  TpGemm out{TaskRole::kAttnOut, op_.attn_out, op_.attn_out_chunk,    bwd,
+             !parallel,          false,        op_.fp8_grad_attn_out, msg};
+  out.in = dout_attn;
+  out.cast_out = at(Slot::kDProjFp8);
+  out.gathered = dgathered;
+  out.saved_in = at(Slot::kOutIn);
+  out.out = at(Slot::kDOutIn);
+  gemm_weight(out.weights, lp_.out_w);
+  add_grad(out.weights, lp_.out_w);
+  tp_gemm(ctx_, state_, out, attn_grad);
+  const OpPair& attention_op = attention_of(ctx_, layer_);
+  const bool rebuild_scores = recomputes_attention_scores(ctx_.plan);
+  std::vector<TensorId> scores;
+  if (rebuild_scores) {
+    // Rebuild the softmax and dropout outputs (5as^2b/t bytes) from the stored Q, K and V; the
+    // attention output, kept already, goes to scratch.
+    p_.set_phase(Phase::kRecompute);
+    for (int s = 0; s < kStoredSlotCount; ++s) {
+      if (!ctx_.slots.stored[static_cast<size_t>(s)] || !scores_slot(s)) continue;
+      scores.push_back(tensor(ctx_.slots.name[static_cast<size_t>(s)],
+                              ctx_.slots.shape[static_cast<size_t>(s)]));
+      state_.current[static_cast<size_t>(s)] = scores.back();
+    }
+    p_.alloc(Stream::kCompute, BufferClass::kAttentionScores, scores);
+    std::vector<TensorUse> uses{read(at(Slot::kQkv)),
+                                write(state_.scratch_of(ctx_.slots, Slot::kOutIn))};
+    attention_state(uses, Access::kWrite);
+    p_.compute(TaskRole::kAttention, attention_op.forward, {}, uses);
+    p_.set_phase(Phase::kBackward);
+  }
+  std::vector<TensorUse> attention_uses{read(at(Slot::kDOutIn)), read(at(Slot::kQkv)),
+                                        read(at(Slot::kOutIn))};
+  attention_state(attention_uses, Access::kRead);
+  attention_uses.push_back(write(at(Slot::kDQkv)));
+  TaskId attention = p_.compute(TaskRole::kAttention, attention_op.backward, {}, attention_uses);
+  if (rebuild_scores) p_.release(Stream::kCompute, BufferClass::kAttentionScores, scores);
+  if (op_.rotary.backward >= 0) {
+    attention = p_.compute(TaskRole::kRotary, op_.rotary.backward, {}, {update(at(Slot::kDQkv))});
+  }
+  if (op_.qk_norm.backward >= 0) {
+    std::vector<TensorUse> uses{read(at(Slot::kQkNormIn))};
+    weight(uses, lp_.q_norm_w);
+    weight(uses, lp_.k_norm_w);
+    uses.push_back(update(at(Slot::kDQkv)));
+    add_grad(uses, lp_.q_norm_w);
+    add_grad(uses, lp_.k_norm_w);
+    attention = p_.compute(TaskRole::kQkNorm, op_.qk_norm.backward, {}, uses);
+  }
+  TpGemm qkv{TaskRole::kQkv, op_.qkv, op_.qkv_chunk,    bwd,
+             !shared_norm,   true,    op_.fp8_grad_qkv, column_in};
+  qkv.in = at(Slot::kDQkv);
+  qkv.cast_out = at(Slot::kDQkvFp8);
+  // A shared norm's output was gathered for the MLP's weight gradient already.
+  qkv.saved_in = shared_norm && sp ? gathered : at(Slot::kQkvIn);
+  qkv.gather_saved = true;
+  qkv.gathered = gathered;
+  qkv.out = at(Slot::kDNormOut);
+  qkv.accumulate = shared_norm;  // both branches' input gradients, reduced once
+  qkv.reduced = at(Slot::kDNormRows);
+  gemm_weight(qkv.weights, lp_.qkv_w);
+  add_grad(qkv.weights, lp_.qkv_w);
+  add_grad(qkv.weights, lp_.qkv_b);
+  const GemmResult qkv_result = tp_gemm(ctx_, state_, qkv, attention);
+  if (!norm_before(m_)) return qkv_result.task;
+  std::vector<TensorUse> uses{read(qkv_result.out), read(at(Slot::kNorm1In))};
+  weight(uses, lp_.norm1_w);
+  if (m_.block == LayerBlock::kParallelTwoNorms) uses.push_back(read(dbranch));
+  uses.push_back(update(dstream));
+  add_grad(uses, lp_.norm1_w);
+  add_grad(uses, lp_.norm1_b);
+  return p_.compute(TaskRole::kNorm1, op_.norm.backward, {qkv_result.task}, uses);
+}
+
+bool keeps_all(const LoweringContext&, int) { return true; }
+// Selective recompute keeps all but the scores it rebuilds.
+bool keeps_unless_rebuilt(const LoweringContext& ctx, int slot) {
+  return !(recomputes_attention_scores(ctx.plan) && scores_slot(slot));
 }
 
 }  // namespace
@@ -205,104 +715,123 @@ TaskId lower_layer_forward(const LoweringContext& ctx, RankState& state, int64_t
   RankProgram& p = state.program;
   p.set_layer(static_cast<int32_t>(layer));
   const RankState::HostBlock issued(state);
+  LayerOps ops(ctx, state, layer);
+  state.current.fill(kNoTensor);
   if (ctx.recomputes(state.stage, p.chunk(), layer)) {
-    p.alloc(Stream::kCompute, BufferClass::kLayerInput, ctx.layer_input_bytes);
+    // Full recompute keeps the layer input alone: its first op's stored copy.
+    const TensorId checkpoint = ops.tensor(ctx.slots.name[static_cast<size_t>(Slot::kCheckpoint)],
+                                           ctx.slots.shape[static_cast<size_t>(Slot::kCheckpoint)]);
+    state.stored_slots(layer)[static_cast<size_t>(Slot::kCheckpoint)] = checkpoint;
+    const Slot first_copy =
+        ctx.model.block != LayerBlock::kPostNorm ? Slot::kNorm1In : Slot::kQkvIn;
+    state.current[static_cast<size_t>(first_copy)] = checkpoint;
+    state.kept[{layer, p.micro_batch()}] = {checkpoint};
+    p.alloc(Stream::kCompute, BufferClass::kLayerInput, std::span<const TensorId>(&checkpoint, 1));
+  } else if (ctx.plan.recompute == RecomputeKind::kSelectiveOp) {
+    // torchtitan's op-level policy: the layer input, the saved products' outputs and the
+    // attention's output and log-sum-exp (op_selective_tensors, in that order).
+    std::vector<TensorId> kept;
+    SlotTensors& mine = state.stored_slots(layer);
+    for (const auto& [name, shape] : ctx.slots.op_saved) kept.push_back(ops.tensor(name, shape));
+    const std::vector<BlockProduct> products = block_products(ctx.model);
+    size_t next = 1;
+    for (size_t i = 0; i < products.size(); ++i) {
+      if (!op_selective_saves(i)) continue;
+      const BlockProduct product = products[i];
+      const TaskRole role =
+          product == BlockProduct::kQ || product == BlockProduct::kK || product == BlockProduct::kV
+              ? TaskRole::kQkv
+          : product == BlockProduct::kO    ? TaskRole::kAttnOut
+          : product == BlockProduct::kDown ? TaskRole::kMlpDown
+                                           : TaskRole::kMlpUp;
+      ops.saved_products[role].push_back(kept[next++]);
+    }
+    const auto keep = [&](Slot slot, TensorId t) {
+      mine[static_cast<size_t>(slot)] = t;
+      state.current[static_cast<size_t>(slot)] = t;
+    };
+    keep(Slot::kNorm1In, kept.front());
+    keep(Slot::kOutIn, kept[next]);
+    if (next + 1 < kept.size()) keep(Slot::kLse, kept[next + 1]);
+    p.alloc(Stream::kCompute, BufferClass::kActivations, kept);
+    state.kept[{layer, p.micro_batch()}] = std::move(kept);
   } else {
-    p.alloc(Stream::kCompute, BufferClass::kActivations, kept_bytes(ctx));
+    std::vector<TensorId> kept =
+        ops.store(ctx.plan.recompute == RecomputeKind::kFull ? keeps_all : keeps_unless_rebuilt);
+    p.alloc(Stream::kCompute, BufferClass::kActivations, kept);
+    state.kept[{layer, p.micro_batch()}] = std::move(kept);
   }
+  STRATA_ASSERT(
+      p.graph().task(p.graph().size() - 1).bytes ==
+          (ctx.recomputes(state.stage, p.chunk(), layer) ? ctx.layer_input_bytes : kept_bytes(ctx)),
+      "a layer's stored tensors hold the bytes activation_memory counts");
   // FP8: Transformer Engine casts (and transposes) the layer's weights once per step, in the first
   // micro-batch (is_first_microbatch), unless they are kept in FP8.
   if (ctx.ops.fp8_weight_cast >= 0 && p.micro_batch() == 0) {
-    params = p.compute(TaskRole::kFp8Cast, ctx.ops.fp8_weight_cast, {params});
+    const BlockTensors& block = state.layer_blocks.at(layer);
+    std::vector<TensorUse> uses;
+    for (const int i : {ctx.layer_params.qkv_w, ctx.layer_params.out_w, ctx.layer_params.up_w,
+                        ctx.layer_params.down_w}) {
+      uses.push_back(read(block.readable()[static_cast<size_t>(i)]));
+    }
+    uses.push_back(write(block.fp8_weights));
+    params = p.compute(TaskRole::kFp8Cast, ctx.ops.fp8_weight_cast, {params}, uses);
   }
-  return layer_forward_ops(ctx, state, layer, input, params);
+  return ops.forward(input, params, state.stream);
 }
 
 TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_t layer,
                             TaskId grad, TaskId params) {
   RankProgram& p = state.program;
-  const OpTable& op = ctx.ops;
   p.set_layer(static_cast<int32_t>(layer));
   const RankState::HostBlock issued(state);
+  LayerOps ops(ctx, state, layer);
+  state.current.fill(kNoTensor);
   const bool full = ctx.recomputes(state.stage, p.chunk(), layer);
-
+  const TensorId checkpoint =
+      state.stored.at({layer, p.micro_batch()})[static_cast<size_t>(Slot::kCheckpoint)];
+  std::vector<TensorId> recomputed;
   if (full) {
     // Run the layer forward again from its checkpoint, keeping every activation this time.
     p.set_phase(Phase::kRecompute);
-    p.alloc(Stream::kCompute, BufferClass::kActivations, ctx.full_layer_bytes);
+    recomputed = ops.store(keeps_all);
+    p.alloc(Stream::kCompute, BufferClass::kActivations, recomputed);
     // Needs no gradient: may run before it arrives.
-    layer_forward_ops(ctx, state, layer, kNoTask, params);
+    ops.forward(kNoTask, params, checkpoint);
     p.set_phase(Phase::kBackward);
+  } else {
+    ops.use_stored();
   }
-  // Selective-op: what the policy did not save, rebuilt for the backward and freed after it.
-  const bool op_selective = ctx.plan.recompute == RecomputeKind::kSelectiveOp;
-  const int64_t rebuilt = ctx.full_layer_bytes - ctx.stored_bytes;
+  // Selective-op: what the policy did not save, rebuilt for the backward and freed after it; the
+  // backward reads the rebuilt buffer for every tensor but the saved input, attention output and
+  // log-sum-exp.
+  const bool op_selective = ctx.plan.recompute == RecomputeKind::kSelectiveOp && !full;
+  TensorId rebuilt = kNoTensor;
   if (op_selective) {
     p.set_phase(Phase::kRecompute);
-    p.alloc(Stream::kCompute, BufferClass::kActivations, rebuilt);
-    recompute_unsaved_ops(ctx, state, params);
+    rebuilt =
+        ops.tensor(ctx.slots.name[static_cast<size_t>(Slot::kRebuilt)], ctx.slots.rebuilt_shape);
+    p.alloc(Stream::kCompute, BufferClass::kActivations, std::span<const TensorId>(&rebuilt, 1));
+    ops.recompute_unsaved(params, rebuilt);
+    for (int s = 0; s < kStoredSlotCount; ++s) {
+      if (state.current[static_cast<size_t>(s)] == kNoTensor)
+        state.current[static_cast<size_t>(s)] = rebuilt;
+    }
     p.set_phase(Phase::kBackward);
   }
-  const auto bwd = Direction::kBackward;
-  const ModelSpec& m = ctx.model;
-  const bool parallel = m.parallel_block();
-  const bool shared_norm = m.block == LayerBlock::kParallel;
-  const int64_t column_in = column_input_bytes(ctx);
-  const int64_t msg = ctx.tp_message_bytes;
-  // Sequence parallel: the output gradient is gathered for each row-parallel product's backward
-  // (once for both branches of a parallel block), and each norm's output again for the
-  // column-parallel weight gradients.
-  TaskId grad_in = p.compute(TaskRole::kMlpResidual, op.residual.backward, {grad, params});
-  if (norm_after(m)) grad_in = p.compute(TaskRole::kPostNorm, op.norm.backward);
-  tp_gemm(ctx, state,
-          {TaskRole::kMlpDown, op.mlp_down, op.mlp_down_chunk, bwd, true, false,
-           op.fp8_grad_mlp_down, msg},
-          grad_in);
-  const TaskId act = p.compute(TaskRole::kMlpAct, op.mlp_act.backward);
-  // A parallel block's two branches sum their input gradients before one reduction, unless each
-  // has a norm of its own to take its gradient.
-  const TaskId up_reduced = tp_gemm(ctx, state,
-                                    {TaskRole::kMlpUp, op.mlp_up, op.mlp_up_chunk, bwd, true,
-                                     !shared_norm, op.fp8_grad_mlp_up, column_in},
-                                    act);
-  if (norm_before_mlp(m)) p.compute(TaskRole::kNorm2, op.norm.backward, {up_reduced});
-  TaskId attn_grad = kNoTask;
-  if (!parallel) {
-    attn_grad = p.compute(TaskRole::kAttnResidual, op.residual.backward);
-    if (norm_after(m)) attn_grad = p.compute(TaskRole::kPostNorm, op.norm.backward);
-  }
-  tp_gemm(ctx, state,
-          {TaskRole::kAttnOut, op.attn_out, op.attn_out_chunk, bwd, !parallel, false,
-           op.fp8_grad_attn_out, msg},
-          attn_grad);
-  const OpPair& attention_op = attention_of(ctx, layer);
-  const bool rebuild_scores = recomputes_attention_scores(ctx.plan);
-  if (rebuild_scores) {
-    // Rebuild the softmax and dropout outputs (5as^2b/t bytes) from the stored Q, K and V.
-    p.set_phase(Phase::kRecompute);
-    p.alloc(Stream::kCompute, BufferClass::kAttentionScores, ctx.scores_bytes);
-    p.compute(TaskRole::kAttention, attention_op.forward);
-    p.set_phase(Phase::kBackward);
-  }
-  TaskId attention = p.compute(TaskRole::kAttention, attention_op.backward);
-  if (rebuild_scores) {
-    p.release(Stream::kCompute, BufferClass::kAttentionScores, ctx.scores_bytes);
-  }
-  if (op.rotary.backward >= 0) attention = p.compute(TaskRole::kRotary, op.rotary.backward);
-  if (op.qk_norm.backward >= 0) attention = p.compute(TaskRole::kQkNorm, op.qk_norm.backward);
-  const TaskId qkv_reduced = tp_gemm(
-      ctx, state,
-      {TaskRole::kQkv, op.qkv, op.qkv_chunk, bwd, !shared_norm, true, op.fp8_grad_qkv, column_in},
-      attention);
-  const TaskId input_grad =
-      norm_before(m) ? p.compute(TaskRole::kNorm1, op.norm.backward, {qkv_reduced}) : qkv_reduced;
+  const TaskId input_grad = ops.backward(grad, params);
+  const std::vector<TensorId> kept = state.kept.at({layer, p.micro_batch()});
   if (full) {
-    p.release(Stream::kCompute, BufferClass::kActivations, ctx.full_layer_bytes);
-    p.release(Stream::kCompute, BufferClass::kLayerInput, ctx.layer_input_bytes);
+    p.release(Stream::kCompute, BufferClass::kActivations, recomputed);
+    p.release(Stream::kCompute, BufferClass::kLayerInput, kept);
   } else {
-    p.release(Stream::kCompute, BufferClass::kActivations, kept_bytes(ctx));
+    p.release(Stream::kCompute, BufferClass::kActivations, kept);
   }
-  if (op_selective) p.release(Stream::kCompute, BufferClass::kActivations, rebuilt);
+  if (op_selective) {
+    p.release(Stream::kCompute, BufferClass::kActivations, std::span<const TensorId>(&rebuilt, 1));
+  }
+  state.stored.erase({layer, p.micro_batch()});
+  state.kept.erase({layer, p.micro_batch()});
   return input_grad;
 }
 

@@ -132,7 +132,7 @@ class LayerGathers {
  private:
   void issue(int64_t layer) {
     state_.program.set_layer(static_cast<int32_t>(layer));
-    pending_.push_back(gather_params(ctx_, state_, ctx_.layer_param_bytes));
+    pending_.push_back(gather_params(ctx_, state_, layer_gather(state_, layer)));
   }
 
   // Whether the next layer to gather is still within the pass and not beyond `last`.
@@ -185,40 +185,105 @@ class PassLowering {
   void reduce_amaxes(int64_t chunk) {
     if (state_.groups.stage < 0) return;
     RankProgram& p = state_.program;
-    const int64_t bytes = ctx_.amax_bytes * ctx_.chunk_layers(state_.stage, chunk);
-    p.block_next_compute_on(p.collective(TaskRole::kAmaxReduce, Stream::kTpComm,
-                                         CollectiveKind::kAllReduce, state_.groups.stage, bytes,
-                                         {p.last_compute()}));
+    const int64_t first = ctx_.first_layer(state_.stage, chunk);
+    const int64_t count = ctx_.chunk_layers(state_.stage, chunk);
+    std::vector<TensorUse> uses;
+    for (int64_t layer = first; layer < first + count; ++layer)
+      uses.push_back(update(state_.layer_blocks.at(layer).amax));
+    p.block_next_compute_on(p.collective(
+        TaskRole::kAmaxReduce, Stream::kTpComm, CollectiveKind::kAllReduce, state_.groups.stage,
+        ctx_.amax_bytes * count, std::vector<TaskId>{p.last_compute()}, uses));
   }
   // The parameters a block's forward waits for: its ZeRO-3 gather, or under
   // --overlap-param-gather its bucket's all-gather in the step's first forward.
-  TaskId block_params(int64_t zero3_bytes, ParamBlock block, const PipelineWork& work) {
-    const TaskId gathered = gather_params(ctx_, state_, zero3_bytes);
+  TaskId block_params(const GatherSet& set, ParamBlock block, const PipelineWork& work) {
+    const TaskId gathered = gather_params(ctx_, state_, set);
     if (gathered != kNoTask) return gathered;
     return await_param_gather(ctx_, state_, work.chunk, block, work.micro_batch);
   }
-  // Without sequence parallelism each TP rank received a 1/t slice of the boundary tensor
-  // (pipeline_message_bytes); the slices are all-gathered over the TP group.
-  TaskId gather_pipeline_slices(TaskRole role, TaskId received) {
-    if (ctx_.plan.sequence_parallel) return received;
+  // The LM head's weights: the last stage's matrix (and bias), or the embedding's table when a
+  // tied head shares the embedding's stage.
+  std::vector<TensorId> head_weights() const {
+    const size_t norm_params = ctx_.model.norm == NormKind::kLayerNorm ? 2 : 1;
+    const std::vector<TensorId>& head = state_.head_block.readable();
+    if (head.size() > norm_params)
+      return {head.begin() + static_cast<long>(norm_params), head.end()};
+    return {state_.embedding_block.readable().front()};
+  }
+  // The gradients the LM head's backward adds into, for `micro_batch`.
+  std::vector<TensorId> head_grads(int64_t micro_batch) {
+    RankProgram& p = state_.program;
+    const size_t norm_params = ctx_.model.norm == NormKind::kLayerNorm ? 2 : 1;
+    const std::vector<TensorId>& head =
+        state_.head_block.grads_of(p, ctx_.head_block, micro_batch, -1);
+    if (head.size() > norm_params)
+      return {head.begin() + static_cast<long>(norm_params), head.end()};
+    return {state_.embedding_block.grads_of(p, ctx_.embedding_block, micro_batch, -1).front()};
+  }
+  // A pipeline message of this pass.
+  TensorId message() {
+    return state_.program.tensor(
+        TensorKind::kCommBuffer, ctx_.slots.name[static_cast<size_t>(Slot::kMessage)],
+        ctx_.slots.shape[static_cast<size_t>(Slot::kMessage)], -1, state_.program.micro_batch());
+  }
+  // Receives a pass's input (or output gradient) into `stream`, the pass's scratch. Without
+  // sequence parallelism each TP rank received a 1/t slice of the boundary tensor
+  // (pipeline_message_bytes), which the slices' all-gather over the TP group assembles; else the
+  // message is the rank's rows and the receive copies it over.
+  TaskId receive(TaskRole role, int32_t peer, int32_t tag, Slot stream) {
+    RankProgram& p = state_.program;
+    const TensorId into = state_.scratch_of(ctx_.slots, stream);
+    const TensorId buffer = message();
+    received_ = buffer;
+    const TaskId alloc = p.alloc(receive_stream(), BufferClass::kPipelineBuffer,
+                                 std::span<const TensorId>(&buffer, 1));
+    const bool gathers = !ctx_.plan.sequence_parallel && ctx_.plan.tp > 1;
+    const TaskId received =
+        gathers ? p.recv(role, peer, tag, ctx_.pipe_bytes, {alloc}, {write(buffer)})
+                : p.recv(role, peer, tag, ctx_.pipe_bytes, {alloc}, {write(buffer), write(into)});
+    if (!gathers) return received;
     return tp_collective(ctx_, state_, role, CollectiveKind::kAllGather, ctx_.tp_message_bytes,
-                         received);
+                         received, {read(buffer), write(into)});
+  }
+  // Sends this rank's slice of `stream` (its rows under sequence parallelism) to `peer`, through a
+  // message buffer freed once it is sent.
+  void send(TaskRole role, int32_t peer, int32_t tag, TaskId after, TensorId stream) {
+    RankProgram& p = state_.program;
+    const TensorId buffer = message();
+    const std::span<const TensorId> tensors(&buffer, 1);
+    const TaskId alloc = p.alloc(Stream::kCompute, BufferClass::kPipelineBuffer, tensors);
+    wait_unless_overlapped(
+        p.send(role, peer, tag, ctx_.pipe_bytes, {after, alloc}, {read(stream), write(buffer)}));
+    p.release(Stream::kPpSend, BufferClass::kPipelineBuffer, tensors);
+  }
+  // Frees the pass's received message, once its layers ran.
+  void release_received() {
+    state_.program.release(Stream::kCompute, BufferClass::kPipelineBuffer,
+                           std::span<const TensorId>(&received_, 1));
   }
 
   const LoweringContext& ctx_;
   RankState& state_;
   RankCoord coord_;
   TaskId embedding_grads_ = kNoTask;
+  TensorId received_ = kNoTensor;  // the message the pass received
+  // Per micro-batch, the head's stored tensors, from its forward to its backward.
+  std::map<int64_t, std::vector<TensorId>> head_kept_;
+  // Per micro-batch, the loss's per-token max, target logit and sum of exponentials.
+  std::map<int64_t, std::vector<TensorId>> loss_kept_;
+  std::map<int64_t, TaskId> loss_done_;  // per micro-batch, the loss's last forward task
 };
 
 void PassLowering::forward(const PipelineWork& work) {
   RankProgram& p = state_.program;
   const OpTable& op = ctx_.ops;
   const ParallelPlan& plan = ctx_.plan;
+  const SlotTable& slots = ctx_.slots;
   const int64_t stage = state_.stage;
   const int64_t vs = virtual_stage(work.chunk);
   p.label(Phase::kForward, -1, static_cast<int32_t>(work.micro_batch),
           static_cast<int16_t>(work.chunk));
+  state_.begin_pass();
   // The host issues the pass's work before its layers, each layer (layer_lowering.cpp), and
   // what follows them, as blocks.
   std::optional<RankState::HostBlock> issued;
@@ -229,19 +294,22 @@ void PassLowering::forward(const PipelineWork& work) {
   if (receives) {
     // The receive is posted when the schedule reaches it (Megatron-LM's p2p calls run in
     // schedule order on the main thread), into a buffer allocated there.
-    const TaskId buffer = p.alloc(receive_stream(), BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
-    input = p.recv(TaskRole::kPipeActivation, stage_rank((stage + plan.pp - 1) % plan.pp),
-                   message_tag(plan, WorkKind::kForward, work.micro_batch, vs), ctx_.pipe_bytes,
-                   {buffer});
-    input = gather_pipeline_slices(TaskRole::kPipeActivation, input);
+    input = receive(TaskRole::kPipeActivation, stage_rank((stage + plan.pp - 1) % plan.pp),
+                    message_tag(plan, WorkKind::kForward, work.micro_batch, vs), Slot::kStream);
+    state_.stream = state_.scratch_of(slots, Slot::kStream);
   } else {
-    const TaskId params = block_params(ctx_.embedding_param_bytes, {ParamBlock::kEmbedding}, work);
-    input = p.compute(TaskRole::kEmbedding, op.embedding.forward, {params});
-    release_params(ctx_, state_, ctx_.embedding_param_bytes, input);
-    input = tp_collective(
-        ctx_, state_, TaskRole::kEmbedding,
-        plan.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
-        ctx_.tp_message_bytes, input);
+    const GatherSet set = embedding_gather(state_);
+    const TaskId params = block_params(set, {ParamBlock::kEmbedding}, work);
+    // The vocabulary shard's rows (and, on every TP rank, the positions), summed over TP.
+    const TensorId out = state_.scratch_of(slots, Slot::kEmbedOut);
+    std::vector<TensorUse> uses;
+    for (const TensorId t : state_.embedding_block.readable()) uses.push_back(read(t));
+    uses.push_back(write(out));
+    input = p.compute(TaskRole::kEmbedding, op.embedding.forward, {params}, uses);
+    release_params(ctx_, state_, set, input);
+    std::tie(input, state_.stream) =
+        tp_reduce(ctx_, state_, TaskRole::kEmbedding, ctx_.tp_message_bytes, input, out,
+                  state_.scratch_of(slots, Slot::kStream));
   }
   issued.reset();
   const int64_t first = ctx_.first_layer(stage, work.chunk);
@@ -256,48 +324,78 @@ void PassLowering::forward(const PipelineWork& work) {
                                   work.micro_batch);
     }
     input = lower_layer_forward(ctx_, state_, layer, input, params);
-    release_params(ctx_, state_, ctx_.layer_param_bytes, input);
+    release_params(ctx_, state_, layer_gather(state_, layer), input);
   }
   p.set_layer(-1);
   issued.emplace(state_);
   reduce_amaxes(work.chunk);
-  if (receives) p.release(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
+  if (receives) release_received();
 
   if (ctx_.last_virtual_stage(stage, work.chunk)) {
-    const TaskId params = block_params(ctx_.head_gather_bytes, {ParamBlock::kHead}, work);
-    p.alloc(Stream::kCompute, BufferClass::kHeadActivations, ctx_.head_bytes);
-    const TaskId norm = p.compute(TaskRole::kFinalNorm, op.final_norm.forward, {params});
-    const TaskId head_in = plan.sequence_parallel ? tp_collective(ctx_, state_, TaskRole::kLmHead,
-                                                                  CollectiveKind::kAllGather,
-                                                                  ctx_.tp_message_bytes, norm)
-                                                  : norm;
-    p.compute(TaskRole::kLmHead, op.lm_head.forward, {head_in});
-    TaskId loss = p.compute(TaskRole::kLoss, op.loss.forward);
-    release_params(ctx_, state_, ctx_.head_gather_bytes, loss);
-    // Vocabulary-parallel cross-entropy: all-reduce the max logit, the target logit and the sum
-    // of exponentials over the vocabulary shards (fp32, one value per token each).
-    const int64_t per_token = 4 * plan.seq_len * plan.micro_batch;
-    for (int i = 0; i < 3; ++i) {
-      loss =
-          tp_collective(ctx_, state_, TaskRole::kLoss, CollectiveKind::kAllReduce, per_token, loss);
+    const GatherSet set = head_gather(ctx_, state_);
+    const TaskId params = block_params(set, {ParamBlock::kHead}, work);
+    // The head keeps the final norm's input and output and the fp32 logits for its backward.
+    std::vector<TensorId> kept;
+    for (const Slot slot : {Slot::kHeadIn, Slot::kLmIn, Slot::kLogits}) {
+      kept.push_back(p.tensor(TensorKind::kActivation, slots.name[static_cast<size_t>(slot)],
+                              slots.shape[static_cast<size_t>(slot)], -1, p.micro_batch()));
     }
+    head_kept_[work.micro_batch] = kept;
+    const auto [head_in, lm_in, logits] = std::tuple(kept[0], kept[1], kept[2]);
+    p.alloc(Stream::kCompute, BufferClass::kHeadActivations, kept);
+    const std::vector<TensorId>& head = state_.head_block.readable();
+    std::vector<TensorUse> norm_uses{read(state_.stream)};
+    const size_t norm_params = ctx_.model.norm == NormKind::kLayerNorm ? 2 : 1;
+    for (size_t i = 0; i < norm_params; ++i) norm_uses.push_back(read(head[i]));
+    norm_uses.push_back(write(lm_in));
+    norm_uses.push_back(write(head_in));
+    const TaskId norm = p.compute(TaskRole::kFinalNorm, op.final_norm.forward, {params}, norm_uses);
+    TensorId lm_input = lm_in;
+    TaskId head_ready = norm;
+    if (plan.sequence_parallel) {
+      lm_input = state_.scratch_of(slots, Slot::kLmInGathered);
+      head_ready = tp_collective(ctx_, state_, TaskRole::kLmHead, CollectiveKind::kAllGather,
+                                 ctx_.tp_message_bytes, norm, {read(lm_in), write(lm_input)});
+    }
+    std::vector<TensorUse> head_uses{read(lm_input)};
+    for (const TensorId t : head_weights()) head_uses.push_back(read(t));
+    head_uses.push_back(write(logits));
+    p.compute(TaskRole::kLmHead, op.lm_head.forward, {head_ready}, head_uses);
+    // Vocabulary-parallel cross-entropy: the max logit, the target's logit and the sum of
+    // exponentials of each token, all-reduced over the vocabulary shards (fp32, one value per
+    // token each), kept for the backward beside the logits (too small for the memory plan to
+    // count).
+    std::vector<TensorId>& statistics = loss_kept_[work.micro_batch];
+    for (const Slot slot : {Slot::kLossMax, Slot::kTargetLogit, Slot::kLossSum}) {
+      statistics.push_back(p.tensor(TensorKind::kActivation, slots.name[static_cast<size_t>(slot)],
+                                    slots.shape[static_cast<size_t>(slot)], -1, p.micro_batch()));
+    }
+    const auto [max, target, sum] = std::tuple(statistics[0], statistics[1], statistics[2]);
+    TaskId loss = p.compute(TaskRole::kLoss, op.loss.forward, {},
+                            {read(logits), write(max), write(target), write(sum)});
+    release_params(ctx_, state_, set, loss);
+    const int64_t per_token = 4 * plan.seq_len * plan.micro_batch;
+    for (const TensorId reduced : {max, target, sum}) {
+      loss = tp_collective(ctx_, state_, TaskRole::kLoss, CollectiveKind::kAllReduce, per_token,
+                           loss, {update(reduced)});
+    }
+    loss_done_[work.micro_batch] = loss;
     return;
   }
-  const TaskId buffer = p.alloc(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
-  wait_unless_overlapped(p.send(TaskRole::kPipeActivation, stage_rank((stage + 1) % plan.pp),
-                                message_tag(plan, WorkKind::kForward, work.micro_batch, vs + 1),
-                                ctx_.pipe_bytes, {input, buffer}));
-  p.release(Stream::kPpSend, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
+  send(TaskRole::kPipeActivation, stage_rank((stage + 1) % plan.pp),
+       message_tag(plan, WorkKind::kForward, work.micro_batch, vs + 1), input, state_.stream);
 }
 
 void PassLowering::backward(const PipelineWork& work) {
   RankProgram& p = state_.program;
   const OpTable& op = ctx_.ops;
   const ParallelPlan& plan = ctx_.plan;
+  const SlotTable& slots = ctx_.slots;
   const int64_t stage = state_.stage;
   const int64_t vs = virtual_stage(work.chunk);
   p.label(Phase::kBackward, -1, static_cast<int32_t>(work.micro_batch),
           static_cast<int16_t>(work.chunk));
+  state_.begin_pass();
   auto& done = state_.backwards_done[static_cast<size_t>(work.chunk)];
   const bool last_pass = ++done == plan.micro_batches();
   std::optional<RankState::HostBlock> issued;
@@ -305,26 +403,45 @@ void PassLowering::backward(const PipelineWork& work) {
 
   TaskId grad = kNoTask;
   const bool receives = !ctx_.last_virtual_stage(stage, work.chunk);
+  state_.dstream = state_.scratch_of(slots, Slot::kDStream);
   if (receives) {
-    const TaskId buffer = p.alloc(receive_stream(), BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
-    grad = p.recv(TaskRole::kPipeGradient, stage_rank((stage + 1) % plan.pp),
-                  message_tag(plan, WorkKind::kBackward, work.micro_batch, vs), ctx_.pipe_bytes,
-                  {buffer});
-    grad = gather_pipeline_slices(TaskRole::kPipeGradient, grad);
+    grad = receive(TaskRole::kPipeGradient, stage_rank((stage + 1) % plan.pp),
+                   message_tag(plan, WorkKind::kBackward, work.micro_batch, vs), Slot::kDStream);
   } else {
-    const TaskId params = gather_params(ctx_, state_, ctx_.head_gather_bytes);
-    p.compute(TaskRole::kLoss, op.loss.backward);
-    const TaskId head = p.compute(TaskRole::kLmHead, op.lm_head.backward, {params});
+    const GatherSet set = head_gather(ctx_, state_);
+    const TaskId params = gather_params(ctx_, state_, set);
+    const std::vector<TensorId> kept = head_kept_.at(work.micro_batch);
+    head_kept_.erase(work.micro_batch);
+    const auto [head_in, lm_in, logits] = std::tuple(kept[0], kept[1], kept[2]);
+    const TensorId dlogits = state_.scratch_of(slots, Slot::kDLogits);
+    const std::vector<TensorId> statistics = loss_kept_.at(work.micro_batch);
+    loss_kept_.erase(work.micro_batch);
+    // The backward starts from the reduced statistics: after the forward's last all-reduce.
+    p.compute(TaskRole::kLoss, op.loss.backward, {loss_done_.at(work.micro_batch)},
+              {read(logits), read(statistics[0]), read(statistics[2]), write(dlogits)});
+    loss_done_.erase(work.micro_batch);
+    std::vector<TensorUse> head_uses{read(dlogits), read(lm_in)};
+    for (const TensorId t : head_weights()) head_uses.push_back(read(t));
+    const TensorId dlm_in = state_.scratch_of(slots, Slot::kDLmIn);
+    head_uses.push_back(write(dlm_in));
+    for (const TensorId t : head_grads(work.micro_batch)) head_uses.push_back(update(t));
+    const TaskId head = p.compute(TaskRole::kLmHead, op.lm_head.backward, {params}, head_uses);
     embedding_grads_ = head;
-    const TaskId reduced = tp_collective(
-        ctx_, state_, TaskRole::kLmHead,
-        plan.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
-        ctx_.tp_message_bytes, head);
-    grad = p.compute(TaskRole::kFinalNorm, op.final_norm.backward, {reduced});
-    release_params(ctx_, state_, ctx_.head_gather_bytes, grad);
+    const auto [reduced, dnorm] = tp_reduce(ctx_, state_, TaskRole::kLmHead, ctx_.tp_message_bytes,
+                                            head, dlm_in, state_.scratch_of(slots, Slot::kDLmRows));
+    std::vector<TensorUse> norm_uses{read(dnorm), read(head_in)};
+    const size_t norm_params = ctx_.model.norm == NormKind::kLayerNorm ? 2 : 1;
+    const std::vector<TensorId>& weights = state_.head_block.readable();
+    norm_uses.push_back(read(weights[0]));
+    norm_uses.push_back(write(state_.dstream));
+    const std::vector<TensorId>& grads =
+        state_.head_block.grads_of(p, ctx_.head_block, work.micro_batch, -1);
+    for (size_t i = 0; i < norm_params; ++i) norm_uses.push_back(update(grads[i]));
+    grad = p.compute(TaskRole::kFinalNorm, op.final_norm.backward, {reduced}, norm_uses);
+    release_params(ctx_, state_, set, grad);
     // The head's block (final norm and LM head) is complete once the final norm's backward ran.
     sync_gradients(ctx_, state_, work.chunk, {ParamBlock::kHead}, last_pass, grad);
-    p.release(Stream::kCompute, BufferClass::kHeadActivations, ctx_.head_bytes);
+    p.release(Stream::kCompute, BufferClass::kHeadActivations, kept);
   }
   issued.reset();
   const int64_t first = ctx_.first_layer(stage, work.chunk);
@@ -334,34 +451,37 @@ void PassLowering::backward(const PipelineWork& work) {
   for (int64_t layer = last; layer >= first; --layer) {
     const TaskId params = gathers.take(layer);
     grad = lower_layer_backward(ctx_, state_, layer, grad, params);
-    release_params(ctx_, state_, ctx_.layer_param_bytes, grad);
+    release_params(ctx_, state_, layer_gather(state_, layer), grad);
     sync_gradients(ctx_, state_, work.chunk, {ParamBlock::kLayer, layer}, last_pass, grad);
   }
   p.set_layer(-1);
   issued.emplace(state_);
   reduce_amaxes(work.chunk);
-  if (receives) p.release(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
+  if (receives) release_received();
 
   if (ctx_.first_virtual_stage(stage, work.chunk)) {
-    const TaskId grad_in =
-        plan.sequence_parallel
-            ? tp_collective(ctx_, state_, TaskRole::kEmbedding, CollectiveKind::kAllGather,
-                            ctx_.tp_message_bytes, grad)
-            : grad;
-    const TaskId params = gather_params(ctx_, state_, ctx_.embedding_param_bytes);
+    TensorId dout = state_.dstream;
+    TaskId grad_in = grad;
+    if (plan.sequence_parallel) {
+      dout = state_.scratch_of(slots, Slot::kDGathered);
+      grad_in = tp_collective(ctx_, state_, TaskRole::kEmbedding, CollectiveKind::kAllGather,
+                              ctx_.tp_message_bytes, grad, {read(state_.dstream), write(dout)});
+    }
+    const GatherSet set = embedding_gather(state_);
+    const TaskId params = gather_params(ctx_, state_, set);
+    std::vector<TensorUse> uses{read(dout)};
+    for (const TensorId t :
+         state_.embedding_block.grads_of(p, ctx_.embedding_block, work.micro_batch, -1))
+      uses.push_back(update(t));
     const TaskId embedding =
-        p.compute(TaskRole::kEmbedding, op.embedding.backward, {grad_in, params});
-    release_params(ctx_, state_, ctx_.embedding_param_bytes, embedding);
+        p.compute(TaskRole::kEmbedding, op.embedding.backward, {grad_in, params}, uses);
+    release_params(ctx_, state_, set, embedding);
     sync_gradients(ctx_, state_, work.chunk, {ParamBlock::kEmbedding}, last_pass, embedding);
     embedding_grads_ = embedding;
     return;
   }
-  const TaskId buffer = p.alloc(Stream::kCompute, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
-  wait_unless_overlapped(p.send(TaskRole::kPipeGradient,
-                                stage_rank((stage + plan.pp - 1) % plan.pp),
-                                message_tag(plan, WorkKind::kBackward, work.micro_batch, vs - 1),
-                                ctx_.pipe_bytes, {grad, buffer}));
-  p.release(Stream::kPpSend, BufferClass::kPipelineBuffer, ctx_.pipe_bytes);
+  send(TaskRole::kPipeGradient, stage_rank((stage + plan.pp - 1) % plan.pp),
+       message_tag(plan, WorkKind::kBackward, work.micro_batch, vs - 1), grad, state_.dstream);
 }
 
 }  // namespace
@@ -374,9 +494,15 @@ LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& pla
       sizes(shard_sizes(model, plan)),
       stage_layers(layers_per_stage(plan, model)),
       chunks(chunk_layout(plan, model)),
-      stage_params(stage_parameters(model, plan)) {
+      stage_params(stage_parameters(model, plan)),
+      ops(build_op_table(model, plan, graph)),
+      slots(model, plan, graph),
+      layer_specs(layer_param_specs(model, plan)),
+      layer_params(layer_specs),
+      layer_block(layer_specs, plan, graph),
+      embedding_block(embedding_param_specs(model, plan), plan, graph),
+      head_block(head_param_specs(model, plan), plan, graph) {
   const int64_t e = bytes_per_element(plan.dtype);
-  ops = build_op_table(model, plan, graph);
   tp_message_bytes = e * plan.seq_len * plan.micro_batch * model.hidden;
   const LayerActivations act = layer_activations(model, plan);
   stored_bytes = stored_layer_activation_bytes(model, plan);
@@ -423,6 +549,37 @@ TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,
     state.host = &host;
     state.backwards_done.assign(static_cast<size_t>(plan.vpp), 0);
     state.param_gathers.resize(static_cast<size_t>(plan.vpp));
+    // The rank's parameter blocks: its layers over every chunk, the embedding on the first stage,
+    // the head on the last.
+    const bool gathers = gathers_layer_parameters(ctx);
+    const bool micro_batch_grads = plan.zero_stage >= 2 && plan.dp > 1;
+    for (int64_t chunk = 0; chunk < plan.vpp; ++chunk) {
+      const int64_t first = ctx.first_layer(c.pp, chunk);
+      for (int64_t layer = first; layer < first + ctx.chunk_layers(c.pp, chunk); ++layer) {
+        BlockTensors block = make_block_tensors(
+            program, ctx.layer_block, static_cast<int32_t>(layer), gathers, micro_batch_grads);
+        if (plan.fp8 != Fp8Format::kNone) {
+          // Transformer Engine's FP8 weight copies (unless kept in FP8) and scaling state, both
+          // kept from step to step as a module's buffers are.
+          if (ctx.ops.fp8_weight_cast >= 0) {
+            block.fp8_weights =
+                program.tensor(TensorKind::kParameter, ctx.slots.fp8_weights,
+                               ctx.slots.fp8_weights_shape, static_cast<int32_t>(layer), -1);
+          }
+          block.amax = program.tensor(TensorKind::kParameter, ctx.slots.amax, ctx.slots.amax_shape,
+                                      static_cast<int32_t>(layer), -1);
+        }
+        state.layer_blocks.emplace(layer, std::move(block));
+      }
+    }
+    if (c.pp == 0) {
+      state.embedding_block =
+          make_block_tensors(program, ctx.embedding_block, -1, gathers, micro_batch_grads);
+    }
+    if (c.pp == plan.pp - 1) {
+      state.head_block =
+          make_block_tensors(program, ctx.head_block, -1, gathers, micro_batch_grads);
+    }
     for (int64_t chunk = 0; chunk < plan.vpp; ++chunk)
       state.buckets.push_back(chunk_buckets(ctx, graph, c.pp, chunk));
     PassLowering passes(ctx, state, c);

@@ -1,6 +1,7 @@
 #pragma once
 // Lowering: (model, plan, cluster shape) -> the task graph of one training step, at op
-// granularity per layer, with the communication the plan implies (docs/design.md, "The task graph"):
+// granularity per layer, with the communication the plan implies (docs/design.md, "The task
+// graph"):
 //  - TP: all-reduce after the attention output and MLP-down products in forward and after the QKV
 //    and MLP-up input gradients in backward; with sequence parallelism, all-gather before the
 //    column-parallel products and reduce-scatter after the row-parallel ones (and the backward

@@ -3,11 +3,15 @@
 // sizes of buffers and messages, and the per-rank state the step's tasks depend on.
 
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "models/model_spec.hpp"
 #include "plan/host_dispatch.hpp"
+#include "plan/lowering_tensors.hpp"
 #include "plan/parallel_plan.hpp"
+#include "plan/param_tensors.hpp"
 #include "plan/rank_layout.hpp"
 #include "plan/rank_program.hpp"
 #include "plan/shard_sizes.hpp"
@@ -35,6 +39,16 @@ struct OpTable {
   int32_t cycle_wait = -1;                      // Horovod: the background thread's wake
 };
 
+// Where each parameter of a layer block sits in layer_param_specs, -1 when the model has none.
+struct LayerParams {
+  explicit LayerParams(const std::vector<ParamTensorSpec>& specs);
+
+  int norm1_w = -1, norm1_b = -1, qkv_w = -1, qkv_b = -1, q_norm_w = -1, k_norm_w = -1;
+  int out_w = -1, out_b = -1, post_attn_norm_w = -1, post_attn_norm_b = -1;
+  int norm2_w = -1, norm2_b = -1, up_w = -1, up_b = -1, down_w = -1, down_b = -1;
+  int post_mlp_norm_w = -1, post_mlp_norm_b = -1;
+};
+
 struct LoweringContext {
   LoweringContext(const ModelSpec& model, const ParallelPlan& plan, int64_t gpus_per_node,
                   TaskGraph& graph);
@@ -47,6 +61,10 @@ struct LoweringContext {
   std::vector<ChunkLayers> chunks;  // per virtual stage (chunk_layout)
   std::vector<int64_t> stage_params;
   OpTable ops;
+  SlotTable slots;
+  std::vector<ParamTensorSpec> layer_specs;
+  LayerParams layer_params;
+  BlockSpec layer_block, embedding_block, head_block;
   int64_t tp_message_bytes = 0;   // a (s b h) activation crossing a TP collective
   int64_t stored_bytes = 0;       // what a layer keeps for its backward (recompute mode)
   int64_t full_layer_bytes = 0;   // everything a layer stores without recompute
@@ -118,6 +136,35 @@ struct RankState {
   std::vector<std::vector<TaskId>> param_gathers;
   HostDispatchBlocks* host = nullptr;  // the graph's host-dispatch blocks
 
+  // Tensors (plan/lowering_tensors.hpp): the rank's parameter blocks; per (layer, micro-batch)
+  // the stored activations; the pass's scratch; the layer execution being emitted (its stored
+  // tensors, kNoTensor where it uses scratch); the residual stream and its gradient now.
+  std::map<int64_t, BlockTensors> layer_blocks;
+  BlockTensors embedding_block, head_block;
+  std::map<std::pair<int64_t, int64_t>, SlotTensors> stored;
+  // Per (layer, micro-batch), what its forward's memory task allocated, which its backward frees.
+  std::map<std::pair<int64_t, int64_t>, std::vector<TensorId>> kept;
+  SlotTensors scratch;
+  SlotTensors current;
+  TensorId stream = kNoTensor;
+  TensorId dstream = kNoTensor;
+
+  // The stored slots of `layer` in the current micro-batch, kNoTensor until stored.
+  SlotTensors& stored_slots(int64_t layer) {
+    SlotTensors none;
+    none.fill(kNoTensor);
+    return stored.try_emplace({layer, program.micro_batch()}, none).first->second;
+  }
+  // A fresh pass: no scratch yet.
+  void begin_pass() { scratch.fill(kNoTensor); }
+  // The pass's scratch tensor of `slot`, created on first use.
+  TensorId scratch_of(const SlotTable& slots, Slot slot);
+  // The tensor of `slot` in the layer execution being emitted: stored, or the pass's scratch.
+  TensorId at(const SlotTable& slots, Slot slot) {
+    const TensorId mine = current[static_cast<size_t>(slot)];
+    return mine != kNoTensor ? mine : scratch_of(slots, slot);
+  }
+
   // A block of work issued by the host thread (plan/host_dispatch.hpp), from here to end().
   class HostBlock {
    public:
@@ -140,20 +187,35 @@ TaskId lower_layer_forward(const LoweringContext& ctx, RankState& state, int64_t
 TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_t layer,
                             TaskId grad, TaskId params);
 
-// A TP collective after `dep` on the tp-comm stream; returns `dep` when tp == 1.
+// A TP collective after `dep` on the tp-comm stream, using `uses`; returns `dep` when tp == 1.
 TaskId tp_collective(const LoweringContext& ctx, RankState& state, TaskRole role,
-                     CollectiveKind kind, int64_t bytes, TaskId dep);
+                     CollectiveKind kind, int64_t bytes, TaskId dep,
+                     std::initializer_list<TensorUse> uses);
+// A TP reduction of `partial` after `dep`: an all-reduce in place, or under sequence parallelism
+// a reduce-scatter into `rows`. Returns the task and the tensor that holds the result.
+std::pair<TaskId, TensorId> tp_reduce(const LoweringContext& ctx, RankState& state, TaskRole role,
+                                      int64_t bytes, TaskId dep, TensorId partial, TensorId rows);
 
 // Data-parallel and step lowering (step_lowering.cpp).
 // Whether each block's parameters are gathered before use: ZeRO 3 over dp, or copied up from host
 // memory under --offload-param.
 bool gathers_layer_parameters(const LoweringContext& ctx);
-// ZeRO-3: allocate and all-gather `bytes` of parameters (a layer, the embedding or the head),
-// gated on the most recent release: issued `prefetch_layers` layers ahead of the layer
-// computing, at most prefetch_layers + 1 layers are gathered at once. Under --offload-param the
-// rank's shard is first copied up from host memory. kNoTask without ZeRO-3.
-TaskId gather_params(const LoweringContext& ctx, RankState& state, int64_t bytes);
-void release_params(const LoweringContext& ctx, RankState& state, int64_t bytes, TaskId after);
+// The parameters one ZeRO-3 gather covers: the rank's shards and the gathered tensors, a layer's,
+// the embedding's, or the head's (with the embedding's table when a tied head shares its stage).
+struct GatherSet {
+  std::vector<TensorId> shards;
+  std::vector<TensorId> gathered;
+};
+GatherSet layer_gather(RankState& state, int64_t layer);
+GatherSet embedding_gather(RankState& state);
+GatherSet head_gather(const LoweringContext& ctx, RankState& state);
+// ZeRO-3: allocate and all-gather a block's parameters, gated on the most recent release: issued
+// `prefetch_layers` layers ahead of the layer computing, at most prefetch_layers + 1 layers are
+// gathered at once. Under --offload-param the rank's shard is first copied up from host memory.
+// kNoTask without ZeRO-3.
+TaskId gather_params(const LoweringContext& ctx, RankState& state, const GatherSet& set);
+void release_params(const LoweringContext& ctx, RankState& state, const GatherSet& set,
+                    TaskId after);
 // The gradient buckets of `chunk` on `stage`, in backward order (data_parallel buckets).
 std::vector<RankBucket> chunk_buckets(const LoweringContext& ctx, TaskGraph& graph, int64_t stage,
                                       int64_t chunk);

@@ -100,21 +100,22 @@ TaskId RankProgram::background_wait(int32_t op, std::initializer_list<TaskId> de
 }
 
 TaskId RankProgram::copy(TaskRole role, CopyDirection direction, int64_t bytes,
-                         std::initializer_list<TaskId> deps) {
+                         std::initializer_list<TaskId> deps, std::span<const TensorUse> uses) {
   Task task = labeled(TaskKind::kCopy, Stream::kDpComm, role);
   task.copy = direction;
   task.bytes = bytes;
-  return append(task, deps);
+  return append(task, deps, uses);
 }
 
 TaskId RankProgram::bucket_collective(TaskRole role, CollectiveKind kind, int32_t group,
-                                      int64_t bytes, int16_t bucket, std::span<const TaskId> deps) {
+                                      int64_t bytes, int16_t bucket, std::span<const TaskId> deps,
+                                      std::span<const TensorUse> uses) {
   Task task = labeled(TaskKind::kCollective, Stream::kDpComm, role);
   task.collective = kind;
   task.group = group;
   task.bytes = bytes;
   task.bucket = bucket;
-  return append(task, deps);
+  return append(task, deps, uses);
 }
 
 TaskId RankProgram::p2p(P2pKind kind, TaskRole role, int32_t peer, int32_t tag, int64_t bytes,

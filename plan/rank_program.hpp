@@ -44,14 +44,24 @@ class RankProgram {
                  std::initializer_list<TensorUse> uses = {});
   TaskId compute(TaskRole role, int32_t op, std::span<const TaskId> deps,
                  std::span<const TensorUse> uses = {});
+  TaskId compute(TaskRole role, int32_t op, std::initializer_list<TaskId> deps,
+                 std::span<const TensorUse> uses) {
+    return compute(role, op, std::span<const TaskId>(deps.begin(), deps.size()), uses);
+  }
   TaskId collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group, int64_t bytes,
                     std::initializer_list<TaskId> deps = {},
                     std::initializer_list<TensorUse> uses = {});
   TaskId collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group, int64_t bytes,
                     std::span<const TaskId> deps, std::span<const TensorUse> uses = {});
+  TaskId collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group, int64_t bytes,
+                    std::initializer_list<TaskId> deps, std::span<const TensorUse> uses) {
+    return collective(role, stream, kind, group, bytes,
+                      std::span<const TaskId>(deps.begin(), deps.size()), uses);
+  }
   // A data-parallel collective of a parameter bucket (graph().buckets()), on the dp-comm stream.
   TaskId bucket_collective(TaskRole role, CollectiveKind kind, int32_t group, int64_t bytes,
-                           int16_t bucket, std::span<const TaskId> deps);
+                           int16_t bucket, std::span<const TaskId> deps,
+                           std::span<const TensorUse> uses = {});
   // A host-dispatch task on the host stream, its op to be named (plan/host_dispatch.hpp).
   TaskId host_block();
   // Work the host CPU runs itself (the offloaded optimizer step), on the host stream.
@@ -61,7 +71,7 @@ class RankProgram {
   TaskId background_wait(int32_t op, std::initializer_list<TaskId> deps);
   // A copy between the GPU and host memory (offload), on the dp-comm stream.
   TaskId copy(TaskRole role, CopyDirection direction, int64_t bytes,
-              std::initializer_list<TaskId> deps = {});
+              std::initializer_list<TaskId> deps = {}, std::span<const TensorUse> uses = {});
   // The next compute task also waits for `task` (communication the framework does not overlap:
   // the compute stream blocks on it).
   void block_next_compute_on(TaskId task) { blocked_on_.push_back(task); }

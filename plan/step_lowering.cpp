@@ -65,6 +65,32 @@ int64_t gathered_bytes(const LoweringContext& ctx, const RankState& state,
   return bucket.parameters * e - fp8_weights * (e - 1);
 }
 
+// A bucket's blocks on this rank, with the specs of their tensors.
+struct BucketBlock {
+  BlockTensors* tensors;
+  const BlockSpec* spec;
+  int32_t layer;
+};
+std::vector<BucketBlock> blocks_of(const LoweringContext& ctx, RankState& state,
+                                   const ParamBucket& bucket) {
+  std::vector<BucketBlock> blocks;
+  if (bucket.head) blocks.push_back({&state.head_block, &ctx.head_block, -1});
+  for (int32_t layer = bucket.first_layer + bucket.layers - 1; layer >= bucket.first_layer; --layer)
+    blocks.push_back({&state.layer_blocks.at(layer), &ctx.layer_block, layer});
+  if (bucket.embedding) blocks.push_back({&state.embedding_block, &ctx.embedding_block, -1});
+  return blocks;
+}
+
+// The uses of `tensors` of a bucket's blocks, each with `access`.
+std::vector<TensorUse> bucket_uses(const std::vector<BucketBlock>& blocks,
+                                   std::vector<TensorId> BlockTensors::*tensors, Access access) {
+  std::vector<TensorUse> uses;
+  for (const BucketBlock& b : blocks) {
+    for (const TensorId t : b.tensors->*tensors) uses.emplace_back(t, access);
+  }
+  return uses;
+}
+
 }  // namespace
 
 bool gathers_layer_parameters(const LoweringContext& ctx) {
@@ -106,24 +132,54 @@ std::vector<RankBucket> chunk_buckets(const LoweringContext& ctx, TaskGraph& gra
   return buckets;
 }
 
-TaskId gather_params(const LoweringContext& ctx, RankState& state, int64_t bytes) {
+GatherSet layer_gather(RankState& state, int64_t layer) {
+  const BlockTensors& block = state.layer_blocks.at(layer);
+  return {block.params, block.gathered};
+}
+
+GatherSet embedding_gather(RankState& state) {
+  return {state.embedding_block.params, state.embedding_block.gathered};
+}
+
+GatherSet head_gather(const LoweringContext& ctx, RankState& state) {
+  GatherSet set{state.head_block.params, state.head_block.gathered};
+  // A tied LM head on the embedding's own stage uses the embedding's table: gathered with it.
+  if (ctx.model.tied_embeddings && ctx.plan.pp == 1 && !state.embedding_block.gathered.empty()) {
+    set.shards.push_back(state.embedding_block.params.front());
+    set.gathered.push_back(state.embedding_block.gathered.front());
+  }
+  return set;
+}
+
+TaskId gather_params(const LoweringContext& ctx, RankState& state, const GatherSet& set) {
   if (!gathers_layer_parameters(ctx)) return kNoTask;
   RankProgram& p = state.program;
-  TaskId ready =
-      p.alloc(Stream::kDpComm, BufferClass::kGatheredParams, bytes, {state.last_gathered_free});
+  TaskId ready = p.alloc(Stream::kDpComm, BufferClass::kGatheredParams, set.gathered,
+                         {state.last_gathered_free});
+  const int64_t bytes = p.graph().task(ready).bytes;
+  std::vector<TensorUse> uses;
+  for (const TensorId shard : set.shards) uses.push_back(read(shard));
   if (ctx.plan.offload.params) {
-    ready =
-        p.copy(TaskRole::kParamsToDevice, CopyDirection::kToDevice, shard_of(ctx, bytes), {ready});
+    // The shard comes up from host memory into its part of the gathered buffer.
+    std::vector<TensorUse> copy_uses;
+    for (const TensorId t : set.gathered) copy_uses.push_back(write(t));
+    ready = p.copy(TaskRole::kParamsToDevice, CopyDirection::kToDevice, shard_of(ctx, bytes),
+                   {ready}, copy_uses);
+    uses.clear();
+    for (const TensorId t : set.gathered) uses.push_back(update(t));
+  } else {
+    for (const TensorId t : set.gathered) uses.push_back(write(t));
   }
   if (ctx.plan.dp == 1) return ready;
   return p.collective(TaskRole::kParamGather, Stream::kDpComm, CollectiveKind::kAllGather,
-                      state.groups.dp, bytes, {ready});
+                      state.groups.dp, bytes, {ready}, uses);
 }
 
-void release_params(const LoweringContext& ctx, RankState& state, int64_t bytes, TaskId after) {
+void release_params(const LoweringContext& ctx, RankState& state, const GatherSet& set,
+                    TaskId after) {
   if (!gathers_layer_parameters(ctx)) return;
   state.last_gathered_free =
-      state.program.release(Stream::kCompute, BufferClass::kGatheredParams, bytes, {after});
+      state.program.release(Stream::kCompute, BufferClass::kGatheredParams, set.gathered, {after});
 }
 
 // ZeRO 0 all-reduces and ZeRO 1 reduce-scatters each bucket once, after its last micro-batch;
@@ -147,17 +203,30 @@ void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t chunk,
     const TaskId launch = ctx.ops.cycle_wait >= 0
                               ? state.program.background_wait(ctx.ops.cycle_wait, {after})
                               : after;
+    // ZeRO 0 and 1 reduce the step's gradients in place; ZeRO 2 and 3 the micro-batch's, into
+    // the rank's shard.
+    const std::vector<BucketBlock> members = blocks_of(ctx, state, blocks);
+    std::vector<TensorUse> uses;
+    for (const BucketBlock& b : members) {
+      if (zero >= 2) {
+        for (const TensorId t :
+             b.tensors->grads_of(state.program, *b.spec, state.program.micro_batch(), b.layer))
+          uses.push_back(read(t));
+      }
+      for (const TensorId t : b.tensors->grads) uses.push_back(update(t));
+    }
     const TaskId reduce =
         state.program.bucket_collective(TaskRole::kGradSync, kind, state.groups.dp, bytes,
-                                        bucket.index, std::initializer_list<TaskId>{launch});
+                                        bucket.index, std::initializer_list<TaskId>{launch}, uses);
     if (!ctx.plan.overlap.grad_reduce) state.program.block_next_compute_on(reduce);
     // ZeRO-Offload: the reduced shard goes down to the host's gradient buffer as it is reduced
     // (DeepSpeed's stage 1/2 async copy to the pinned fp32 buffer).
-    state.grad_syncs.push_back(ctx.plan.offload.optimizer
-                                   ? state.program.copy(TaskRole::kGradToHost,
-                                                        CopyDirection::kToHost,
-                                                        shard_of(ctx, bytes), {reduce})
-                                   : reduce);
+    state.grad_syncs.push_back(
+        ctx.plan.offload.optimizer
+            ? state.program.copy(TaskRole::kGradToHost, CopyDirection::kToHost,
+                                 shard_of(ctx, bytes), {reduce},
+                                 bucket_uses(members, &BlockTensors::grads, Access::kRead))
+            : reduce);
     return;
   }
 }
@@ -176,7 +245,9 @@ TaskId await_param_gather(const LoweringContext& ctx, RankState& state, int64_t 
     gathers.push_back(state.program.bucket_collective(
         TaskRole::kParamGather, CollectiveKind::kAllGather, state.groups.dp,
         gathered_bytes(ctx, state, bucket), bucket.index,
-        std::initializer_list<TaskId>{state.program.last_compute()}));
+        std::initializer_list<TaskId>{state.program.last_compute()},
+        bucket_uses(blocks_of(ctx, state, bucket_of(state, bucket)), &BlockTensors::params,
+                    Access::kUpdate)));
   };
   for (size_t i = 0; i < buckets.size(); ++i) {
     const ParamBucket& blocks = bucket_of(state, buckets[buckets.size() - 1 - i]);
@@ -195,12 +266,25 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
   // Gradients are summed in their own dtype (fp32 main gradients under Megatron's bf16).
   const int64_t e = state_bytes_per_parameter(ctx.plan.dtype, ctx.plan.precision).grads;
   p.label(Phase::kOptimizer, -1, -1, 0);
+  state.begin_pass();
+  // Every block of the rank: its layers, the embedding (first stage), the head (last stage).
+  std::vector<BucketBlock> blocks;
+  for (auto& [layer, block] : state.layer_blocks)
+    blocks.push_back({&block, &ctx.layer_block, static_cast<int32_t>(layer)});
+  if (!state.embedding_block.params.empty())
+    blocks.push_back({&state.embedding_block, &ctx.embedding_block, -1});
+  if (!state.head_block.params.empty()) blocks.push_back({&state.head_block, &ctx.head_block, -1});
   // The first and last stage each hold a copy of a tied embedding; their gradients are summed
-  // (Megatron-LM's embedding group).
+  // (Megatron-LM's embedding group): the table's, or the last stage's copy after the final norm.
   if (state.groups.embedding >= 0) {
-    state.grad_syncs.push_back(p.collective(
-        TaskRole::kEmbeddingGradSync, Stream::kDpComm, CollectiveKind::kAllReduce,
-        state.groups.embedding, ctx.sizes.vocab_shard * ctx.model.hidden * e, {embedding_grads}));
+    const bool first = !state.embedding_block.params.empty();
+    const size_t copy = ctx.model.norm == NormKind::kLayerNorm ? 2 : 1;
+    const TensorId grads =
+        first ? state.embedding_block.grads.front() : state.head_block.grads[copy];
+    state.grad_syncs.push_back(p.collective(TaskRole::kEmbeddingGradSync, Stream::kDpComm,
+                                            CollectiveKind::kAllReduce, state.groups.embedding,
+                                            ctx.sizes.vocab_shard * ctx.model.hidden * e,
+                                            {embedding_grads}, {update(grads)}));
   }
   // Sequence parallelism leaves each TP rank with the norm and bias gradients of its own
   // sequence shard: they are summed over the TP group before the step (Megatron-LM's
@@ -215,16 +299,43 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
     if (state.stage == ctx.plan.pp - 1) elements += norm;
     std::vector<TaskId> after = state.grad_syncs;
     after.push_back(p.last_compute());
+    std::vector<TensorUse> uses;
+    for (const auto& [layer, block] : state.layer_blocks) {
+      for (size_t i = 0; i < ctx.layer_specs.size(); ++i) {
+        if (ctx.layer_specs[i].replicated) uses.push_back(update(block.grads[i]));
+      }
+    }
+    if (!state.head_block.grads.empty()) {
+      const size_t norm_params = ctx.model.norm == NormKind::kLayerNorm ? 2 : 1;
+      for (size_t i = 0; i < norm_params; ++i) uses.push_back(update(state.head_block.grads[i]));
+    }
     state.grad_syncs.push_back(p.collective(TaskRole::kSequenceParallelGradSync, Stream::kTpComm,
                                             CollectiveKind::kAllReduce, state.groups.tp,
-                                            elements * e, after));
+                                            elements * e, after, uses));
   }
   // Gradient clipping needs the global norm: a scalar all-reduce over the ranks holding distinct
   // gradient shards.
   TaskId ready = kNoTask;
+  const TensorId norm = state.scratch_of(ctx.slots, Slot::kGradNorm);
+  std::vector<TensorUse> grads = bucket_uses(blocks, &BlockTensors::grads, Access::kRead);
   if (state.groups.grad_norm >= 0) {
+    std::vector<TensorUse> uses = grads;
+    uses.push_back(write(norm));
+    // The norm is of the finished gradients: after their reductions, and after the last backward
+    // (the only thing it waits for when nothing reduces them: dp 1).
+    std::vector<TaskId> after = state.grad_syncs;
+    after.push_back(p.last_compute());
     ready = p.collective(TaskRole::kGradNorm, Stream::kDpComm, CollectiveKind::kAllReduce,
-                         state.groups.grad_norm, 4, state.grad_syncs);
+                         state.groups.grad_norm, 4, after, uses);
+    grads.push_back(read(norm));
+  }
+  // The step reads the gradients (and the global norm) and updates the parameters and the
+  // optimizer's states.
+  std::vector<TensorUse> step_uses = grads;
+  for (std::vector<TensorId> BlockTensors::*updated :
+       {&BlockTensors::params, &BlockTensors::states}) {
+    const std::vector<TensorUse> more = bucket_uses(blocks, updated, Access::kUpdate);
+    step_uses.insert(step_uses.end(), more.begin(), more.end());
   }
   const int32_t optimizer_op = ctx.ops.optimizer[static_cast<size_t>(state.stage)];
   std::vector<TaskId> step_after = ready != kNoTask ? std::vector<TaskId>{ready} : state.grad_syncs;
@@ -238,10 +349,11 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
     if (!ctx.plan.offload.params) {
       const int64_t shard = p.graph().op(optimizer_op).dims[0];
       step = p.copy(TaskRole::kParamsToDevice, CopyDirection::kToDevice,
-                    shard * bytes_per_element(ctx.plan.dtype), {step});
+                    shard * bytes_per_element(ctx.plan.dtype), {step},
+                    bucket_uses(blocks, &BlockTensors::params, Access::kUpdate));
     }
   } else {
-    step = p.compute(TaskRole::kOptimizer, optimizer_op, step_after);
+    step = p.compute(TaskRole::kOptimizer, optimizer_op, step_after, step_uses);
   }
   // ZeRO 1 and 2: each rank updated its shard; gather the updated parameters bucket by bucket,
   // after the step unless --overlap-param-gather moved them into the next step's forward.
@@ -250,9 +362,10 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
       for (auto bucket = buckets.rbegin(); bucket != buckets.rend(); ++bucket) {
         const ParamBucket& blocks = bucket_of(state, *bucket);
         p.set_layer(blocks.layers > 0 ? blocks.first_layer : -1);
-        p.bucket_collective(TaskRole::kParamGather, CollectiveKind::kAllGather, state.groups.dp,
-                            gathered_bytes(ctx, state, *bucket), bucket->index,
-                            std::initializer_list<TaskId>{step});
+        p.bucket_collective(
+            TaskRole::kParamGather, CollectiveKind::kAllGather, state.groups.dp,
+            gathered_bytes(ctx, state, *bucket), bucket->index, std::initializer_list<TaskId>{step},
+            bucket_uses(blocks_of(ctx, state, blocks), &BlockTensors::params, Access::kUpdate));
       }
     }
     p.set_layer(-1);

@@ -50,8 +50,9 @@ double bounded_number(const JsonFields& fields, std::string_view key, double low
                       bool allow_zero) {
   const double value = fields.positive_number(key, allow_zero || low > 0);
   if (value < low || value > high) {
-    fields.fail(key, fmt::format("{} is outside [{}, {}]", value, low, high),
-                fmt::format("give a value from {} to {}, in the unit its name ends with", low, high));
+    fields.fail(
+        key, fmt::format("{} is outside [{}, {}]", value, low, high),
+        fmt::format("give a value from {} to {}, in the unit its name ends with", low, high));
   }
   return value;
 }
@@ -128,6 +129,8 @@ double DeviceSpec::peak_flops(DType dtype) const {
       return peak_tf32_flops > 0 ? peak_tf32_flops : peak_fp32_flops;
     case DType::kFp8:
       return peak_fp8_flops;
+    case DType::kU8:
+      break;
   }
   STRATA_ASSERT(false, "peak_flops: unknown dtype");
   return 0;

@@ -1,0 +1,207 @@
+#include "plan/lowering_tensors.hpp"
+
+#include <array>
+#include <string_view>
+
+#include "common/error.hpp"
+#include "plan/activation_memory.hpp"
+#include "plan/memory_plan.hpp"
+#include "plan/shard_sizes.hpp"
+
+namespace strata {
+
+namespace {
+
+// By Slot.
+constexpr std::array<const char*, kSlotCount> kSlotNames = {
+    "norm1_in",           // kNorm1In
+    "qkv_in",             // kQkvIn
+    "qkv",                // kQkv
+    "qk_norm_in",         // kQkNormIn
+    "lse",                // kLse
+    "scores",             // kScores
+    "scores_mask",        // kScoresMask
+    "scores_dropped",     // kScoresDropped
+    "out_in",             // kOutIn
+    "attn_mask",          // kAttnMask
+    "post_attn_norm_in",  // kPostAttnNormIn
+    "norm2_in",           // kNorm2In
+    "up_in",              // kUpIn
+    "act_in",             // kActIn
+    "down_in",            // kDownIn
+    "mlp_mask",           // kMlpMask
+    "post_mlp_norm_in",   // kPostMlpNormIn
+    "x_ckpt",             // kCheckpoint
+    "rebuilt",            // kRebuilt
+    "stream",             // kStream
+    "mid",                // kMid
+    "proj",               // kProj
+    "proj_rows",          // kProjRows
+    "gathered",           // kGathered
+    "branch",             // kBranch
+    "act_out",            // kActOut
+    "out_in_fp8",         // kOutInFp8
+    "dstream",            // kDStream
+    "dgathered",          // kDGathered
+    "dbranch",            // kDBranch
+    "ddown_in",           // kDDownIn
+    "dact_in",            // kDActIn
+    "dout_in",            // kDOutIn
+    "dqkv",               // kDQkv
+    "dnorm_out",          // kDNormOut
+    "dnorm_rows",         // kDNormRows
+    "dproj_fp8",          // kDProjFp8
+    "dact_in_fp8",        // kDActInFp8
+    "dqkv_fp8",           // kDQkvFp8
+    "head_in",            // kHeadIn
+    "lm_in",              // kLmIn
+    "logits",             // kLogits
+    "lm_in_gathered",     // kLmInGathered
+    "loss_max",           // kLossMax
+    "loss_sum",           // kLossSum
+    "target_logit",       // kTargetLogit
+    "losses",             // kLosses
+    "dlogits",            // kDLogits
+    "dlm_in",             // kDLmIn
+    "dlm_rows",           // kDLmRows
+    "embed_out",          // kEmbedOut
+    "message",            // kMessage
+    "grad_norm",          // kGradNorm
+};
+
+int64_t shard(int64_t elements, int64_t dp) { return (elements + dp - 1) / dp; }
+
+}  // namespace
+
+SlotTable::SlotTable(const ModelSpec& model, const ParallelPlan& plan, TaskGraph& graph) {
+  shape.fill(-1);
+  for (int s = 0; s < kSlotCount; ++s)
+    name[static_cast<size_t>(s)] = graph.add_tensor_name(kSlotNames[s]);
+  const auto set = [&](Slot slot, TensorShape s) {
+    shape[static_cast<size_t>(slot)] = graph.add_shape(s);
+  };
+  for (const StoredTensor& t : layer_stored_tensors(model, plan)) {
+    for (int s = 0; s < kStoredSlotCount; ++s) {
+      if (std::string_view(kSlotNames[s]) != t.name) continue;
+      shape[static_cast<size_t>(s)] = graph.add_shape(t.shape);
+      stored[static_cast<size_t>(s)] = true;
+    }
+  }
+  const DType e = plan.dtype;
+  const int64_t t = plan.tp;
+  const int64_t n = plan.seq_len * plan.micro_batch;
+  const int64_t rows = plan.sequence_parallel ? n / t : n;
+  const int64_t h = model.hidden;
+  const int64_t q = model.q_hidden() / t;
+  const int64_t qkv = q + 2 * model.kv_hidden() / t;
+  const int64_t f = model.ffn_hidden / t;
+  const int64_t up = (model.gated_mlp() ? 2 : 1) * f;
+  const int64_t vocab = shard_sizes(model, plan).vocab_shard;
+  const auto matrix = [](int64_t r, int64_t c, DType dtype) {
+    return TensorShape{{r, c, 1, 1}, dtype};
+  };
+  set(Slot::kCheckpoint, matrix(rows, h, e));
+  for (const Slot slot :
+       {Slot::kStream, Slot::kMid, Slot::kProjRows, Slot::kBranch, Slot::kDStream, Slot::kDBranch,
+        Slot::kDNormRows, Slot::kHeadIn, Slot::kLmIn, Slot::kDLmRows}) {
+    set(slot, matrix(rows, h, e));
+  }
+  for (const Slot slot : {Slot::kProj, Slot::kGathered, Slot::kDGathered, Slot::kDNormOut,
+                          Slot::kLmInGathered, Slot::kDLmIn, Slot::kEmbedOut}) {
+    set(slot, matrix(n, h, e));
+  }
+  set(Slot::kActOut, matrix(n, f, e));
+  set(Slot::kOutInFp8, matrix(n, q, DType::kFp8));
+  set(Slot::kDDownIn, matrix(n, f, e));
+  set(Slot::kDActIn, matrix(n, up, e));
+  set(Slot::kDOutIn, matrix(n, q, e));
+  set(Slot::kDQkv, matrix(n, qkv, e));
+  set(Slot::kDProjFp8, matrix(n, h, DType::kFp8));
+  set(Slot::kDActInFp8, matrix(n, up, DType::kFp8));
+  set(Slot::kDQkvFp8, matrix(n, qkv, DType::kFp8));
+  set(Slot::kLogits, matrix(n, vocab, DType::kFp32));
+  set(Slot::kDLogits, matrix(n, vocab, DType::kFp32));
+  for (const Slot slot : {Slot::kLossMax, Slot::kLossSum, Slot::kTargetLogit, Slot::kLosses})
+    set(slot, matrix(n, 1, DType::kFp32));
+  // A pipeline message: the rank's 1/t slice of the boundary tensor (pipeline_message_bytes).
+  set(Slot::kMessage, matrix(n * h / t, 1, e));
+  set(Slot::kGradNorm, matrix(1, 1, DType::kFp32));
+  if (plan.recompute == RecomputeKind::kSelectiveOp) {
+    int64_t saved = 0;
+    for (const StoredTensor& st : op_selective_tensors(model, plan)) {
+      op_saved.emplace_back(graph.add_tensor_name(st.name), graph.add_shape(st.shape));
+      saved += st.shape.bytes();
+    }
+    const int64_t rebuilt = layer_activations(model, plan).total() - saved;
+    STRATA_ASSERT(rebuilt >= 0, "selective-op keeps less than the whole layer");
+    rebuilt_shape = graph.add_shape({{rebuilt, 1, 1, 1}, DType::kU8});
+  }
+  if (plan.fp8 != Fp8Format::kNone) {
+    fp8_weights = graph.add_tensor_name("fp8_weights");
+    fp8_weights_shape =
+        graph.add_shape({{shard_sizes(model, plan).layer_gemm_weights, 1, 1, 1}, DType::kFp8});
+    // Delayed scaling's amaxes: input, weight and gradient of each of the four GEMMs, fp32.
+    amax = graph.add_tensor_name("amax");
+    amax_shape = graph.add_shape({{3, 4, 1, 1}, DType::kFp32});
+  }
+}
+
+BlockSpec::BlockSpec(const std::vector<ParamTensorSpec>& specs, const ParallelPlan& plan,
+                     TaskGraph& graph) {
+  const StateBytesPerParameter bytes = state_bytes_per_parameter(plan.dtype, plan.precision);
+  const DType param_dtype = bytes.params == 4 ? DType::kFp32 : plan.dtype;
+  const DType grad_dtype = bytes.grads == 4 ? DType::kFp32 : plan.dtype;
+  const int64_t dp = plan.dp;
+  for (const ParamTensorSpec& p : specs) {
+    name.push_back(graph.add_tensor_name(p.name));
+    gathered_name.push_back(graph.add_tensor_name(p.name + " gathered"));
+    const int64_t n = p.elements();
+    const TensorShape whole{{p.rows, p.cols, 1, 1}, param_dtype};
+    param.push_back(graph.add_shape(
+        plan.zero_stage >= 3 ? TensorShape{{shard(n, dp), 1, 1, 1}, param_dtype} : whole));
+    const bool fp8 = p.gemm_weight && plan.fp8_param_gather;
+    gathered.push_back(graph.add_shape({whole.dims, fp8 ? DType::kFp8 : plan.dtype}));
+    micro_batch_grad.push_back(graph.add_shape({whole.dims, grad_dtype}));
+    grad.push_back(graph.add_shape(plan.zero_stage >= 2
+                                       ? TensorShape{{shard(n, dp), 1, 1, 1}, grad_dtype}
+                                       : TensorShape{whole.dims, grad_dtype}));
+    const int64_t states_of = plan.zero_stage >= 1 ? shard(n, dp) : n;
+    states.push_back(graph.add_shape({{states_of, bytes.optimizer, 1, 1}, DType::kU8}));
+  }
+}
+
+BlockTensors make_block_tensors(RankProgram& program, const BlockSpec& spec, int32_t layer,
+                                bool gathers, bool micro_batch_grads) {
+  BlockTensors block;
+  block.per_micro_batch = micro_batch_grads;
+  for (size_t i = 0; i < spec.name.size(); ++i) {
+    const auto index = static_cast<int16_t>(i);
+    block.params.push_back(
+        program.tensor(TensorKind::kParameter, spec.name[i], spec.param[i], layer, -1, index));
+    if (gathers) {
+      block.gathered.push_back(program.tensor(TensorKind::kParameter, spec.gathered_name[i],
+                                              spec.gathered[i], layer, -1, index));
+    }
+    block.grads.push_back(
+        program.tensor(TensorKind::kGradient, spec.name[i], spec.grad[i], layer, -1, index));
+    block.states.push_back(program.tensor(TensorKind::kOptimizerState, spec.name[i], spec.states[i],
+                                          layer, -1, index));
+  }
+  return block;
+}
+
+const std::vector<TensorId>& BlockTensors::grads_of(RankProgram& program, const BlockSpec& spec,
+                                                    int64_t micro_batch, int32_t layer) {
+  if (!per_micro_batch) return grads;
+  auto [found, added] = micro_batch_grads.try_emplace(micro_batch);
+  if (added) {
+    for (size_t i = 0; i < spec.name.size(); ++i) {
+      found->second.push_back(
+          program.tensor(TensorKind::kGradient, spec.name[i], spec.micro_batch_grad[i], layer,
+                         static_cast<int32_t>(micro_batch), static_cast<int16_t>(i)));
+    }
+  }
+  return found->second;
+}
+
+}  // namespace strata

@@ -1,0 +1,163 @@
+#pragma once
+// The tensors the lowering names (internal to plan/; plan/tensor.hpp has the contract):
+//  - a layer's stored activations per micro-batch (plan/activation_memory.hpp), allocated and
+//    freed by the layer's memory tasks;
+//  - the scratch of a pass (one forward or backward of a model chunk for one micro-batch), which
+//    its layers reuse one after another: the residual stream and its gradient, a product's
+//    output before its TP reduction, a gathered input, and a layer's tensors that the plan does
+//    not keep (a full-recompute forward's, selective recompute's scores);
+//  - the head's, the pipeline messages, and each block's parameters, gradients and optimizer
+//    states.
+// Each kind of tensor is a Slot with its name and per-rank shape, interned once per graph.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "models/model_spec.hpp"
+#include "plan/parallel_plan.hpp"
+#include "plan/param_tensors.hpp"
+#include "plan/rank_program.hpp"
+
+namespace strata {
+
+enum class Slot : uint8_t {
+  // A layer's stored activations (layer_stored_tensors), in its order of names.
+  kNorm1In,
+  kQkvIn,
+  kQkv,
+  kQkNormIn,
+  kLse,
+  kScores,
+  kScoresMask,
+  kScoresDropped,
+  kOutIn,
+  kAttnMask,
+  kPostAttnNormIn,
+  kNorm2In,
+  kUpIn,
+  kActIn,
+  kDownIn,
+  kMlpMask,
+  kPostMlpNormIn,
+  // Full recompute's checkpoint of the layer input; selective-op's rebuilt buffer.
+  kCheckpoint,
+  kRebuilt,
+  // A pass's scratch, forward: the residual stream, the stream after the attention residual, a
+  // row-parallel product's output (partial sums under TP), its reduce-scatter under sequence
+  // parallelism, a sequence-parallel gathered input, a post-norm's output, the activation's
+  // 16-bit output and the attention output cast to FP8 (FP8).
+  kStream,
+  kMid,
+  kProj,
+  kProjRows,
+  kGathered,
+  kBranch,
+  kActOut,
+  kOutInFp8,
+  // Backward: the residual stream's gradient, a gathered output gradient, a post-norm's input
+  // gradient, the inner tensors' gradients, a column-parallel product's input gradient (partial
+  // sums under TP) and its reduce-scatter, and the FP8 casts of the output gradients.
+  kDStream,
+  kDGathered,
+  kDBranch,
+  kDDownIn,
+  kDActIn,
+  kDOutIn,
+  kDQkv,
+  kDNormOut,
+  kDNormRows,
+  kDProjFp8,
+  kDActInFp8,
+  kDQkvFp8,
+  // The head (head_activation_bytes: the final norm's input and output, the fp32 logits), and
+  // its scratch: the gathered norm output (sequence parallel), the loss's per-token values and
+  // the logits' gradient.
+  kHeadIn,
+  kLmIn,
+  kLogits,
+  kLmInGathered,
+  kLossMax,
+  kLossSum,
+  kTargetLogit,
+  kLosses,
+  kDLogits,
+  kDLmIn,
+  kDLmRows,
+  // The embedding's output before its TP reduction; a pipeline message.
+  kEmbedOut,
+  kMessage,
+  kGradNorm,  // the step's: the rank's sum of squared gradients, then the global norm
+  kCount,
+};
+inline constexpr int kSlotCount = static_cast<int>(Slot::kCount);
+// The stored activations are the slots before kCheckpoint.
+inline constexpr int kStoredSlotCount = static_cast<int>(Slot::kCheckpoint);
+
+// Names and shapes of the slots, interned in the graph.
+struct SlotTable {
+  SlotTable(const ModelSpec& model, const ParallelPlan& plan, TaskGraph& graph);
+
+  std::array<uint8_t, kSlotCount> name{};
+  std::array<int32_t, kSlotCount> shape{};
+  // Which stored slots a layer keeps under the plan: all of layer_stored_tensors.
+  std::array<bool, kStoredSlotCount> stored{};
+  // Selective-op's saved tensors (op_selective_tensors), beside the rebuilt buffer.
+  std::vector<std::pair<uint8_t, int32_t>> op_saved;
+  int32_t rebuilt_shape = -1;
+  // The FP8 weight copies of a layer (Transformer Engine keeps them beside the 16-bit weights)
+  // and its FP8 scaling state (amax history).
+  uint8_t fp8_weights = 0;
+  uint8_t amax = 0;
+  int32_t fp8_weights_shape = -1;
+  int32_t amax_shape = -1;
+};
+
+// The tensors one execution of a layer's forward (or backward) reads and writes: per slot, a
+// stored activation of (layer, micro-batch), or the pass's scratch.
+using SlotTensors = std::array<TensorId, kSlotCount>;
+
+// The names and shapes of a parameter block's tensors (plan/param_tensors.hpp), per parameter:
+// the rank's parameter in the working dtype (its 1/dp shard under ZeRO 3), the gathered
+// parameter (ZeRO 3: the whole; FP8 for GEMM weights under --fp8-param-gather), the gradient in
+// its dtype (its shard under ZeRO 2 and 3), a micro-batch's whole gradient (ZeRO 2 and 3), and
+// the optimizer's fp32 states (its shard under ZeRO 1 and more): Adam's m and v, and the master
+// copy when the plan keeps one.
+struct BlockSpec {
+  BlockSpec() = default;
+  BlockSpec(const std::vector<ParamTensorSpec>& specs, const ParallelPlan& plan, TaskGraph& graph);
+
+  std::vector<uint8_t> name, gathered_name;
+  std::vector<int32_t> param, gathered, grad, micro_batch_grad, states;
+};
+
+// A parameter block's tensors on one rank, in layer_param_specs (embedding_, head_) order.
+struct BlockTensors {
+  std::vector<TensorId> params;    // the rank's parameters (its ZeRO-3 shard under ZeRO 3)
+  std::vector<TensorId> gathered;  // ZeRO 3: the gathered parameters, allocated per gather
+  std::vector<TensorId> grads;     // accumulated over the step's micro-batches (its shard, ZeRO 2+)
+  std::vector<TensorId> states;    // the optimizer's (its shard under ZeRO 1+)
+  // ZeRO 2 and 3: per micro-batch, the gradient a backward produces and the bucket's
+  // reduce-scatter reduces into the shard (created when first used).
+  std::map<int64_t, std::vector<TensorId>> micro_batch_grads;
+  bool per_micro_batch = false;
+  TensorId fp8_weights = kNoTensor;  // FP8: the cast weights (without --fp8-param-gather)
+  TensorId amax = kNoTensor;         // FP8: the layer's scaling state
+
+  // The parameters compute reads: the gathered copy under ZeRO 3, else the rank's own.
+  const std::vector<TensorId>& readable() const { return gathered.empty() ? params : gathered; }
+  // The gradients a backward of `micro_batch` adds into: the step's, or under ZeRO 2 and 3 the
+  // micro-batch's own (created on first use).
+  const std::vector<TensorId>& grads_of(RankProgram& program, const BlockSpec& spec,
+                                        int64_t micro_batch, int32_t layer);
+};
+
+// Creates a block's tensors on `program`'s rank: parameters, gradients and optimizer states,
+// with gathered parameters when `gathers` (ZeRO 3) and per-micro-batch gradients when
+// `micro_batch_grads` (ZeRO 2 and 3).
+BlockTensors make_block_tensors(RankProgram& program, const BlockSpec& spec, int32_t layer,
+                                bool gathers, bool micro_batch_grads);
+
+}  // namespace strata

@@ -1,0 +1,55 @@
+// The parameter tensors of each block (plan/param_tensors.hpp) hold exactly the parameters that
+// plan/shard_sizes.hpp counts per TP rank, which the parameter-count tests check against the
+// published totals: every zoo model and every family of tests/models/data, at tp 1, 2 and 4 and
+// with pp 1 and 2 (a tied head's copy on the last stage).
+
+#include <catch2/catch.hpp>
+
+#include <numeric>
+
+#include "models/model_reader.hpp"
+#include "plan/param_tensors.hpp"
+#include "plan/shard_sizes.hpp"
+
+namespace strata {
+namespace {
+
+int64_t total(const std::vector<ParamTensorSpec>& specs) {
+  return std::accumulate(specs.begin(), specs.end(), int64_t{0},
+                         [](int64_t sum, const ParamTensorSpec& s) { return sum + s.elements(); });
+}
+
+int64_t gemm_weights(const std::vector<ParamTensorSpec>& specs) {
+  int64_t sum = 0;
+  for (const ParamTensorSpec& s : specs) sum += s.gemm_weight ? s.elements() : 0;
+  return sum;
+}
+
+TEST_CASE("each block's parameter tensors hold its shard's parameters", "[params]") {
+  std::vector<std::string> models = zoo_model_names();
+  for (const char* family : {"falcon-40b", "falcon-7b", "gemma2-2b", "gemma3-1b", "gptj-6b",
+                             "olmo2-7b", "phi3-mini-4k", "qwen3-0.6b", "starcoder2-3b"}) {
+    models.push_back(std::string(STRATA_SOURCE_DIR) + "/tests/models/data/" + family + ".json");
+  }
+  for (const std::string& name : models) {
+    const ModelSpec model = load_model(name);
+    for (const int64_t tp : {1, 2, 4}) {
+      if (model.heads % tp != 0 || model.kv_heads % tp != 0 || model.ffn_hidden % tp != 0) continue;
+      for (const int64_t pp : {1, 2}) {
+        ParallelPlan plan;
+        plan.tp = tp;
+        plan.pp = pp;
+        const ShardSizes sizes = shard_sizes(model, plan);
+        INFO(name << " tp " << tp << " pp " << pp);
+        const std::vector<ParamTensorSpec> layer = layer_param_specs(model, plan);
+        CHECK(total(layer) == sizes.layer);
+        CHECK(gemm_weights(layer) == sizes.layer_gemm_weights);
+        CHECK(total(embedding_param_specs(model, plan)) == sizes.embedding);
+        CHECK(total(head_param_specs(model, plan)) == sizes.head);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata
