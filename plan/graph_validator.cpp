@@ -295,6 +295,13 @@ void check_tensors(const TaskGraph& graph, std::vector<std::string>& errors) {
       state.last_write = id;
       if (use.writes()) state.written = true;
     }
+    // Every task with device work names its data, once the graph has tensors at all: all but the
+    // host threads' (dispatch, Horovod's cycle, an offloaded optimizer step).
+    const bool device_work = t.stream != Stream::kHost && t.stream != Stream::kBackground;
+    if (t.use_count == 0 && device_work && graph.tensor_count() > 0) {
+      report(errors, count,
+             fmt::format("r{}: '{}' names no tensor it uses", t.rank, task_name(graph, t)));
+    }
     if (t.kind == TaskKind::kMemory && t.use_count > 0 && memory_bytes != t.bytes) {
       report(errors, count,
              fmt::format("r{}: '{}' moves {} bytes, but its tensors hold {}", t.rank,

@@ -10,6 +10,7 @@
 //    read-after-write, write-after-read or write-after-write hazard: the streams of a GPU run
 //    concurrently); no tensor is read before it is written or used while not allocated; every
 //    tensor allocated is freed by the end of the step; a memory task's bytes are its tensors';
+//    every task but the host threads' names the tensors it uses (once the graph has tensors);
 //  - acyclic, and so free of deadlock: with each send merged with its recv and each collective
 //    instance's member tasks merged into one node (they run together), the graph of dependencies
 //    and stream order has a topological order (Boost.Graph's topological_sort).
