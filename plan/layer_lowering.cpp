@@ -109,8 +109,8 @@ struct TpGemm {
   TensorId out = kNoTensor;
   bool accumulate = false;
   TensorId reduced = kNoTensor;
-  std::vector<TensorUse> weights = {};   // forward: weights read; backward: read, then grads added
-  std::vector<TensorId> save_copy = {};  // forward: stored copies the product writes
+  TaskUses weights = {};  // forward: weights read; backward: read, then grads added
+  boost::container::small_vector<TensorId, 4> save_copy = {};  // forward: stored copies written
 };
 
 // The task the next op waits for and the tensor(s) holding the product's (reduced) result: under
@@ -122,8 +122,8 @@ struct GemmResult {
 };
 
 // The uses of one product (or chunk) reading `first`, then `second` (backward), writing `out`.
-std::vector<TensorUse> gemm_uses(const TpGemm& g, TensorId first, TensorId second, TensorId out) {
-  std::vector<TensorUse> uses{read(first)};
+TaskUses gemm_uses(const TpGemm& g, TensorId first, TensorId second, TensorId out) {
+  TaskUses uses{read(first)};
   if (second != kNoTensor) uses.push_back(read(second));
   const bool forward = g.direction == Direction::kForward;
   size_t weight_reads = 0;
@@ -157,7 +157,7 @@ GemmResult tp_gemm(const LoweringContext& ctx, RankState& state, const TpGemm& g
         gathers ? tp_collective(ctx, state, g.role, CollectiveKind::kAllGather, g.gather_bytes,
                                 input, {read(gather_src), write(g.gathered)})
                 : input;
-    const std::vector<TensorUse> uses = gemm_uses(g, first, second, g.out);
+    const TaskUses uses = gemm_uses(g, first, second, g.out);
     const TaskId gemm =
         p.compute(g.role, forward ? g.whole.forward : g.whole.backward, {in, g.params}, uses);
     if (!g.reduce_out) return {gemm, g.out};
@@ -295,11 +295,11 @@ class LayerOps {
  private:
   TensorId at(Slot slot) { return state_.at(ctx_.slots, slot); }
   // A parameter read, or nothing for one the model lacks.
-  void weight(std::vector<TensorUse>& uses, int index) const {
+  void weight(TaskUses& uses, int index) const {
     if (index >= 0) uses.push_back(read(block_.readable()[static_cast<size_t>(index)]));
   }
   // A GEMM's weight: the FP8 copy Transformer Engine casts, or the parameter.
-  void gemm_weight(std::vector<TensorUse>& uses, int index) const {
+  void gemm_weight(TaskUses& uses, int index) const {
     if (block_.fp8_weights != kNoTensor) {
       uses.push_back(read(block_.fp8_weights));
     } else {
@@ -307,23 +307,24 @@ class LayerOps {
     }
   }
   // A gradient the backward adds into.
-  void add_grad(std::vector<TensorUse>& uses, int index) {
+  void add_grad(TaskUses& uses, int index) {
     if (index < 0) return;
     const std::vector<TensorId>& grads =
         block_.grads_of(p_, ctx_.layer_block, p_.micro_batch(), static_cast<int32_t>(layer_));
     uses.push_back(update(grads[static_cast<size_t>(index)]));
   }
-  std::vector<TensorUse> weights(std::initializer_list<int> indices) const {
-    std::vector<TensorUse> uses;
+  TaskUses weights(std::initializer_list<int> indices) const {
+    TaskUses uses;
     for (const int i : indices) weight(uses, i);
     return uses;
   }
-  std::vector<TensorId> saved(TaskRole role) const {
+  boost::container::small_vector<TensorId, 4> saved(TaskRole role) const {
     const auto found = saved_products.find(role);
-    return found != saved_products.end() ? found->second : std::vector<TensorId>{};
+    if (found == saved_products.end()) return {};
+    return {found->second.begin(), found->second.end()};
   }
   // The attention's saved outputs: the log-sum-exp (flash), or the scores with their dropout.
-  void attention_state(std::vector<TensorUse>& uses, Access access) {
+  void attention_state(TaskUses& uses, Access access) {
     if (ctx_.plan.attention == AttentionKind::kFlash) {
       uses.emplace_back(at(Slot::kLse), access);
       return;
@@ -361,9 +362,9 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   TaskId attn_in = input;
   TaskId first_params = params;
   TensorId qkv_src = layer_in;
-  std::vector<TensorId> qkv_copy = saved(TaskRole::kQkv);
+  boost::container::small_vector<TensorId, 4> qkv_copy = saved(TaskRole::kQkv);
   if (norm_before(m_)) {
-    std::vector<TensorUse> uses{read(layer_in)};
+    TaskUses uses{read(layer_in)};
     weight(uses, lp_.norm1_w);
     weight(uses, lp_.norm1_b);
     uses.push_back(write(at(Slot::kQkvIn)));
@@ -383,7 +384,7 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   qkv.save_copy = qkv_copy;
   tp_gemm(ctx_, state_, qkv, attn_in);
   if (op_.qk_norm.forward >= 0) {
-    std::vector<TensorUse> uses = weights({lp_.q_norm_w, lp_.k_norm_w});
+    TaskUses uses = weights({lp_.q_norm_w, lp_.k_norm_w});
     uses.insert(uses.begin(), update(at(Slot::kQkv)));
     uses.push_back(write(at(Slot::kQkNormIn)));
     p_.compute(TaskRole::kQkNorm, op_.qk_norm.forward, {}, uses);
@@ -391,7 +392,7 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   if (op_.rotary.forward >= 0)
     p_.compute(TaskRole::kRotary, op_.rotary.forward, {}, {update(at(Slot::kQkv))});
   {
-    std::vector<TensorUse> uses{read(at(Slot::kQkv)), write(at(Slot::kOutIn))};
+    TaskUses uses{read(at(Slot::kQkv)), write(at(Slot::kOutIn))};
     attention_state(uses, Access::kWrite);
     p_.compute(TaskRole::kAttention, attention_of(ctx_, layer_).forward, {}, uses);
   }
@@ -405,8 +406,7 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   out.save_copy = saved(TaskRole::kAttnOut);
   const GemmResult attn = tp_gemm(ctx_, state_, out, kNoTask);
   // The branch's output with the residual add's other inputs (the overlap's last chunk).
-  const auto branch_reads = [&](std::vector<TensorUse>& uses, const GemmResult& result,
-                                TensorId branch) {
+  const auto branch_reads = [&](TaskUses& uses, const GemmResult& result, TensorId branch) {
     uses.push_back(read(branch));
     if (result.last_chunk != kNoTensor) uses.push_back(read(result.last_chunk));
   };
@@ -414,7 +414,7 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   if (!parallel) {
     TensorId branch = attn.out;
     if (norm_after(m_)) {
-      std::vector<TensorUse> uses{read(branch)};
+      TaskUses uses{read(branch)};
       if (attn.last_chunk != kNoTensor) uses.push_back(read(attn.last_chunk));
       weight(uses, lp_.post_attn_norm_w);
       weight(uses, lp_.post_attn_norm_b);
@@ -423,7 +423,7 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
       p_.compute(TaskRole::kPostNorm, op_.norm.forward, {attn.task}, uses);
       branch = at(Slot::kBranch);
     }
-    std::vector<TensorUse> uses{read(layer_in)};
+    TaskUses uses{read(layer_in)};
     branch_reads(uses, norm_after(m_) ? GemmResult{} : attn, branch);
     weight(uses, lp_.out_b);
     uses.push_back(write(mid));
@@ -432,9 +432,9 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   }
   TaskId mlp_in = kNoTask;
   TensorId mlp_src = mid;
-  std::vector<TensorId> up_copy = saved(TaskRole::kMlpUp);
+  boost::container::small_vector<TensorId, 4> up_copy = saved(TaskRole::kMlpUp);
   if (norm_before_mlp(m_)) {
-    std::vector<TensorUse> uses{read(parallel ? layer_in : mid)};
+    TaskUses uses{read(parallel ? layer_in : mid)};
     weight(uses, lp_.norm2_w);
     weight(uses, lp_.norm2_b);
     uses.push_back(write(at(Slot::kUpIn)));
@@ -473,7 +473,7 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   const GemmResult mlp = tp_gemm(ctx_, state_, down, kNoTask);
   TensorId branch = mlp.out;
   if (norm_after(m_)) {
-    std::vector<TensorUse> uses{read(branch)};
+    TaskUses uses{read(branch)};
     if (mlp.last_chunk != kNoTensor) uses.push_back(read(mlp.last_chunk));
     weight(uses, lp_.post_mlp_norm_w);
     weight(uses, lp_.post_mlp_norm_b);
@@ -484,7 +484,7 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   }
   // The layer's output is the next layer's input; a recompute's is thrown away.
   const TensorId stream = at(Slot::kStream);
-  std::vector<TensorUse> uses{read(parallel ? layer_in : mid)};
+  TaskUses uses{read(parallel ? layer_in : mid)};
   branch_reads(uses, norm_after(m_) ? GemmResult{} : mlp, branch);
   if (parallel) weight(uses, lp_.out_b);
   weight(uses, lp_.down_b);
@@ -506,11 +506,11 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
 void LayerOps::recompute_unsaved(TaskId params, TensorId rebuilt) {
   const std::vector<BlockProduct> products = block_products(m_);
   TaskId needs = params;  // the first op waits for the layer's (gathered) weights
-  std::vector<TensorUse> saved_reads;
+  TaskUses saved_reads;
   for (const TensorId t : state_.kept.at({layer_, p_.micro_batch()}))
     saved_reads.push_back(read(t));
   const auto run = [&](TaskRole role, int32_t forward_op, std::initializer_list<int> params_read) {
-    std::vector<TensorUse> uses = saved_reads;
+    TaskUses uses = saved_reads;
     for (const int i : params_read) weight(uses, i);
     uses.push_back(write(rebuilt));
     p_.compute(role, forward_op, {needs}, uses);
@@ -554,14 +554,14 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
   const TensorId dgathered = at(Slot::kDGathered);
   const TensorId dbranch = at(Slot::kDBranch);
 
-  std::vector<TensorUse> residual_uses{read(dstream)};
+  TaskUses residual_uses{read(dstream)};
   if (parallel) add_grad(residual_uses, lp_.out_b);
   add_grad(residual_uses, lp_.down_b);
   TaskId grad_in =
       p_.compute(TaskRole::kMlpResidual, op_.residual.backward, {grad, params}, residual_uses);
   TensorId dout_mlp = dstream;
   if (norm_after(m_)) {
-    std::vector<TensorUse> uses{read(dstream), read(at(Slot::kPostMlpNormIn))};
+    TaskUses uses{read(dstream), read(at(Slot::kPostMlpNormIn))};
     weight(uses, lp_.post_mlp_norm_w);
     uses.push_back(write(dbranch));
     add_grad(uses, lp_.post_mlp_norm_w);
@@ -601,7 +601,7 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
     // The norm adds its input gradient into the stream's; a parallel block's second norm into
     // the attention branch's scratch, which the first norm adds in (the attention branch still
     // reads the output gradient).
-    std::vector<TensorUse> uses{read(up_result.out), read(at(Slot::kNorm2In))};
+    TaskUses uses{read(up_result.out), read(at(Slot::kNorm2In))};
     weight(uses, lp_.norm2_w);
     uses.push_back(parallel ? write(dbranch) : update(dstream));
     add_grad(uses, lp_.norm2_w);
@@ -611,14 +611,14 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
   TaskId attn_grad = kNoTask;
   TensorId dout_attn = dstream;
   if (!parallel) {
-    std::vector<TensorUse> uses{read(dstream)};
+    TaskUses uses{read(dstream)};
     // A post-norm block's MLP reads the stream itself: its input gradient joins the stream's.
     if (!norm_before_mlp(m_)) uses.push_back(read(up_result.out));
     if (!norm_before_mlp(m_)) uses.push_back(update(dstream));
     add_grad(uses, lp_.out_b);
     attn_grad = p_.compute(TaskRole::kAttnResidual, op_.residual.backward, {}, uses);
     if (norm_after(m_)) {
-      std::vector<TensorUse> norm_uses{read(dstream), read(at(Slot::kPostAttnNormIn))};
+      TaskUses norm_uses{read(dstream), read(at(Slot::kPostAttnNormIn))};
       weight(norm_uses, lp_.post_attn_norm_w);
       norm_uses.push_back(write(dbranch));
       add_grad(norm_uses, lp_.post_attn_norm_w);
@@ -653,14 +653,12 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
       state_.current[static_cast<size_t>(s)] = scores.back();
     }
     p_.alloc(Stream::kCompute, BufferClass::kAttentionScores, scores);
-    std::vector<TensorUse> uses{read(at(Slot::kQkv)),
-                                write(state_.scratch_of(ctx_.slots, Slot::kOutIn))};
+    TaskUses uses{read(at(Slot::kQkv)), write(state_.scratch_of(ctx_.slots, Slot::kOutIn))};
     attention_state(uses, Access::kWrite);
     p_.compute(TaskRole::kAttention, attention_op.forward, {}, uses);
     p_.set_phase(Phase::kBackward);
   }
-  std::vector<TensorUse> attention_uses{read(at(Slot::kDOutIn)), read(at(Slot::kQkv)),
-                                        read(at(Slot::kOutIn))};
+  TaskUses attention_uses{read(at(Slot::kDOutIn)), read(at(Slot::kQkv)), read(at(Slot::kOutIn))};
   attention_state(attention_uses, Access::kRead);
   attention_uses.push_back(write(at(Slot::kDQkv)));
   TaskId attention = p_.compute(TaskRole::kAttention, attention_op.backward, {}, attention_uses);
@@ -669,7 +667,7 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
     attention = p_.compute(TaskRole::kRotary, op_.rotary.backward, {}, {update(at(Slot::kDQkv))});
   }
   if (op_.qk_norm.backward >= 0) {
-    std::vector<TensorUse> uses{read(at(Slot::kQkNormIn))};
+    TaskUses uses{read(at(Slot::kQkNormIn))};
     weight(uses, lp_.q_norm_w);
     weight(uses, lp_.k_norm_w);
     uses.push_back(update(at(Slot::kDQkv)));
@@ -693,7 +691,7 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
   add_grad(qkv.weights, lp_.qkv_b);
   const GemmResult qkv_result = tp_gemm(ctx_, state_, qkv, attention);
   if (!norm_before(m_)) return qkv_result.task;
-  std::vector<TensorUse> uses{read(qkv_result.out), read(at(Slot::kNorm1In))};
+  TaskUses uses{read(qkv_result.out), read(at(Slot::kNorm1In))};
   weight(uses, lp_.norm1_w);
   if (m_.block == LayerBlock::kParallelTwoNorms) uses.push_back(read(dbranch));
   uses.push_back(update(dstream));
@@ -769,7 +767,7 @@ TaskId lower_layer_forward(const LoweringContext& ctx, RankState& state, int64_t
   // micro-batch (is_first_microbatch), unless they are kept in FP8.
   if (ctx.ops.fp8_weight_cast >= 0 && p.micro_batch() == 0) {
     const BlockTensors& block = state.layer_blocks.at(layer);
-    std::vector<TensorUse> uses;
+    TaskUses uses;
     for (const int i : {ctx.layer_params.qkv_w, ctx.layer_params.out_w, ctx.layer_params.up_w,
                         ctx.layer_params.down_w}) {
       uses.push_back(read(block.readable()[static_cast<size_t>(i)]));

@@ -187,7 +187,7 @@ class PassLowering {
     RankProgram& p = state_.program;
     const int64_t first = ctx_.first_layer(state_.stage, chunk);
     const int64_t count = ctx_.chunk_layers(state_.stage, chunk);
-    std::vector<TensorUse> uses;
+    TaskUses uses;
     for (int64_t layer = first; layer < first + count; ++layer)
       uses.push_back(update(state_.layer_blocks.at(layer).amax));
     p.block_next_compute_on(p.collective(
@@ -302,7 +302,7 @@ void PassLowering::forward(const PipelineWork& work) {
     const TaskId params = block_params(set, {ParamBlock::kEmbedding}, work);
     // The vocabulary shard's rows (and, on every TP rank, the positions), summed over TP.
     const TensorId out = state_.scratch_of(slots, Slot::kEmbedOut);
-    std::vector<TensorUse> uses;
+    TaskUses uses;
     for (const TensorId t : state_.embedding_block.readable()) uses.push_back(read(t));
     uses.push_back(write(out));
     input = p.compute(TaskRole::kEmbedding, op.embedding.forward, {params}, uses);
@@ -344,7 +344,7 @@ void PassLowering::forward(const PipelineWork& work) {
     const auto [head_in, lm_in, logits] = std::tuple(kept[0], kept[1], kept[2]);
     p.alloc(Stream::kCompute, BufferClass::kHeadActivations, kept);
     const std::vector<TensorId>& head = state_.head_block.readable();
-    std::vector<TensorUse> norm_uses{read(state_.stream)};
+    TaskUses norm_uses{read(state_.stream)};
     const size_t norm_params = ctx_.model.norm == NormKind::kLayerNorm ? 2 : 1;
     for (size_t i = 0; i < norm_params; ++i) norm_uses.push_back(read(head[i]));
     norm_uses.push_back(write(lm_in));
@@ -357,7 +357,7 @@ void PassLowering::forward(const PipelineWork& work) {
       head_ready = tp_collective(ctx_, state_, TaskRole::kLmHead, CollectiveKind::kAllGather,
                                  ctx_.tp_message_bytes, norm, {read(lm_in), write(lm_input)});
     }
-    std::vector<TensorUse> head_uses{read(lm_input)};
+    TaskUses head_uses{read(lm_input)};
     for (const TensorId t : head_weights()) head_uses.push_back(read(t));
     head_uses.push_back(write(logits));
     p.compute(TaskRole::kLmHead, op.lm_head.forward, {head_ready}, head_uses);
@@ -420,7 +420,7 @@ void PassLowering::backward(const PipelineWork& work) {
     p.compute(TaskRole::kLoss, op.loss.backward, {loss_done_.at(work.micro_batch)},
               {read(logits), read(statistics[0]), read(statistics[2]), write(dlogits)});
     loss_done_.erase(work.micro_batch);
-    std::vector<TensorUse> head_uses{read(dlogits), read(lm_in)};
+    TaskUses head_uses{read(dlogits), read(lm_in)};
     for (const TensorId t : head_weights()) head_uses.push_back(read(t));
     const TensorId dlm_in = state_.scratch_of(slots, Slot::kDLmIn);
     head_uses.push_back(write(dlm_in));
@@ -429,7 +429,7 @@ void PassLowering::backward(const PipelineWork& work) {
     embedding_grads_ = head;
     const auto [reduced, dnorm] = tp_reduce(ctx_, state_, TaskRole::kLmHead, ctx_.tp_message_bytes,
                                             head, dlm_in, state_.scratch_of(slots, Slot::kDLmRows));
-    std::vector<TensorUse> norm_uses{read(dnorm), read(head_in)};
+    TaskUses norm_uses{read(dnorm), read(head_in)};
     const size_t norm_params = ctx_.model.norm == NormKind::kLayerNorm ? 2 : 1;
     const std::vector<TensorId>& weights = state_.head_block.readable();
     norm_uses.push_back(read(weights[0]));
@@ -469,7 +469,7 @@ void PassLowering::backward(const PipelineWork& work) {
     }
     const GatherSet set = embedding_gather(state_);
     const TaskId params = gather_params(ctx_, state_, set);
-    std::vector<TensorUse> uses{read(dout)};
+    TaskUses uses{read(dout)};
     for (const TensorId t :
          state_.embedding_block.grads_of(p, ctx_.embedding_block, work.micro_batch, -1))
       uses.push_back(update(t));
@@ -541,7 +541,8 @@ TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,
     for (int64_t stage = 0; stage < plan.pp; ++stage)
       ranks.push_back(ctx.layout.rank_of(RankCoord{}.with(Axis::kPp, stage)));
   }
-  for (const int64_t rank : ranks) {
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const int64_t rank = ranks[r];
     const RankCoord c = ctx.layout.coord(rank);
     graph.add_rank({static_cast<int32_t>(rank), static_cast<int32_t>(c.pp)});
     RankProgram program(graph, static_cast<int32_t>(rank));
@@ -594,6 +595,19 @@ TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,
       program.label(Phase::kOptimizer, -1, -1, 0);
       const RankState::HostBlock issued(state);
       lower_optimizer_step(ctx, state, passes.embedding_grads());
+    }
+    // Once the first rank is lowered, room for every rank at its size, and for the stages that
+    // hold more layers than the first (uneven splits): the graph then grows without copying.
+    if (r == 0 && ranks.size() > 1) {
+      const int64_t most = *std::max_element(ctx.stage_layers.begin(), ctx.stage_layers.end());
+      const double scale = static_cast<double>(ranks.size()) * static_cast<double>(most) /
+                           static_cast<double>(std::max<int64_t>(1, ctx.stage_layers.front())) *
+                           1.02;
+      const auto room = [&](int64_t first_rank) {
+        return static_cast<int64_t>(static_cast<double>(first_rank) * scale);
+      };
+      graph.reserve(room(graph.size()), room(graph.dep_count()), room(graph.use_count()),
+                    room(graph.tensor_count()));
     }
   }
   return graph;

@@ -13,8 +13,11 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <utility>
 #include <vector>
+
+#include <boost/container/small_vector.hpp>
 
 #include "models/model_spec.hpp"
 #include "plan/parallel_plan.hpp"
@@ -22,6 +25,14 @@
 #include "plan/rank_program.hpp"
 
 namespace strata {
+
+// The tensors one task uses, held inline (the lowering builds a list per task), passed on as a
+// span.
+class TaskUses : public boost::container::small_vector<TensorUse, 12> {
+ public:
+  using small_vector::small_vector;
+  operator std::span<const TensorUse>() const { return {data(), size()}; }
+};
 
 enum class Slot : uint8_t {
   // A layer's stored activations (layer_stored_tensors), in its order of names.

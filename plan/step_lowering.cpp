@@ -82,9 +82,9 @@ std::vector<BucketBlock> blocks_of(const LoweringContext& ctx, RankState& state,
 }
 
 // The uses of `tensors` of a bucket's blocks, each with `access`.
-std::vector<TensorUse> bucket_uses(const std::vector<BucketBlock>& blocks,
-                                   std::vector<TensorId> BlockTensors::*tensors, Access access) {
-  std::vector<TensorUse> uses;
+TaskUses bucket_uses(const std::vector<BucketBlock>& blocks,
+                     std::vector<TensorId> BlockTensors::*tensors, Access access) {
+  TaskUses uses;
   for (const BucketBlock& b : blocks) {
     for (const TensorId t : b.tensors->*tensors) uses.emplace_back(t, access);
   }
@@ -157,11 +157,11 @@ TaskId gather_params(const LoweringContext& ctx, RankState& state, const GatherS
   TaskId ready = p.alloc(Stream::kDpComm, BufferClass::kGatheredParams, set.gathered,
                          {state.last_gathered_free});
   const int64_t bytes = p.graph().task(ready).bytes;
-  std::vector<TensorUse> uses;
+  TaskUses uses;
   for (const TensorId shard : set.shards) uses.push_back(read(shard));
   if (ctx.plan.offload.params) {
     // The shard comes up from host memory into its part of the gathered buffer.
-    std::vector<TensorUse> copy_uses;
+    TaskUses copy_uses;
     for (const TensorId t : set.gathered) copy_uses.push_back(write(t));
     ready = p.copy(TaskRole::kParamsToDevice, CopyDirection::kToDevice, shard_of(ctx, bytes),
                    {ready}, copy_uses);
@@ -206,7 +206,7 @@ void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t chunk,
     // ZeRO 0 and 1 reduce the step's gradients in place; ZeRO 2 and 3 the micro-batch's, into
     // the rank's shard.
     const std::vector<BucketBlock> members = blocks_of(ctx, state, blocks);
-    std::vector<TensorUse> uses;
+    TaskUses uses;
     for (const BucketBlock& b : members) {
       if (zero >= 2) {
         for (const TensorId t :
@@ -299,7 +299,7 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
     if (state.stage == ctx.plan.pp - 1) elements += norm;
     std::vector<TaskId> after = state.grad_syncs;
     after.push_back(p.last_compute());
-    std::vector<TensorUse> uses;
+    TaskUses uses;
     for (const auto& [layer, block] : state.layer_blocks) {
       for (size_t i = 0; i < ctx.layer_specs.size(); ++i) {
         if (ctx.layer_specs[i].replicated) uses.push_back(update(block.grads[i]));
@@ -317,9 +317,9 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
   // gradient shards.
   TaskId ready = kNoTask;
   const TensorId norm = state.scratch_of(ctx.slots, Slot::kGradNorm);
-  std::vector<TensorUse> grads = bucket_uses(blocks, &BlockTensors::grads, Access::kRead);
+  TaskUses grads = bucket_uses(blocks, &BlockTensors::grads, Access::kRead);
   if (state.groups.grad_norm >= 0) {
-    std::vector<TensorUse> uses = grads;
+    TaskUses uses = grads;
     uses.push_back(write(norm));
     // The norm is of the finished gradients: after their reductions, and after the last backward
     // (the only thing it waits for when nothing reduces them: dp 1).
@@ -331,10 +331,10 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
   }
   // The step reads the gradients (and the global norm) and updates the parameters and the
   // optimizer's states.
-  std::vector<TensorUse> step_uses = grads;
+  TaskUses step_uses = grads;
   for (std::vector<TensorId> BlockTensors::*updated :
        {&BlockTensors::params, &BlockTensors::states}) {
-    const std::vector<TensorUse> more = bucket_uses(blocks, updated, Access::kUpdate);
+    const TaskUses more = bucket_uses(blocks, updated, Access::kUpdate);
     step_uses.insert(step_uses.end(), more.begin(), more.end());
   }
   const int32_t optimizer_op = ctx.ops.optimizer[static_cast<size_t>(state.stage)];

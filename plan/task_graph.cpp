@@ -32,16 +32,15 @@ TaskId TaskGraph::add(Task task, std::span<const TaskId> deps, std::span<const T
   task.dep_count = static_cast<uint32_t>(deps.size());
   for (const TaskId dep : deps) {
     STRATA_ASSERT(dep >= 0 && dep < id, "a dependency must be added before its dependent");
-    deps_.push_back(dep);
   }
+  deps_.insert(deps_.end(), deps.begin(), deps.end());
   STRATA_ASSERT(uses.size() <= UINT16_MAX, "a task uses fewer than 65536 tensors");
   task.first_use = static_cast<uint32_t>(uses_.size());
   task.use_count = static_cast<uint16_t>(uses.size());
   for (const TensorUse use : uses) {
-    STRATA_ASSERT(use.tensor() >= 0 && use.tensor() < tensor_count(),
-                  "a tensor must be added before a task uses it");
-    uses_.push_back(use);
+    STRATA_ASSERT(use.tensor() < tensor_count(), "a tensor must be added before a task uses it");
   }
+  uses_.insert(uses_.end(), uses.begin(), uses.end());
   tasks_.push_back(task);
   return id;
 }
@@ -109,6 +108,13 @@ std::span<const TaskId> TaskGraph::deps(TaskId id) const {
 std::span<const TensorUse> TaskGraph::uses(TaskId id) const {
   const Task& t = task(id);
   return {uses_.data() + t.first_use, t.use_count};
+}
+
+void TaskGraph::reserve(int64_t tasks, int64_t deps, int64_t uses, int64_t tensors) {
+  tasks_.reserve(static_cast<size_t>(tasks));
+  deps_.reserve(static_cast<size_t>(deps));
+  uses_.reserve(static_cast<size_t>(uses));
+  tensors_.reserve(static_cast<size_t>(tensors));
 }
 
 int64_t TaskGraph::footprint_bytes() const {

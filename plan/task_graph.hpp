@@ -236,6 +236,11 @@ class TaskGraph {
 
   // Bytes the graph holds in memory, for benchmarks.
   int64_t footprint_bytes() const;
+  // Room for this many tasks, dependencies, tensor uses and tensors in all, so that a graph whose
+  // size the caller can estimate grows without copying itself (vector doubling).
+  void reserve(int64_t tasks, int64_t deps, int64_t uses, int64_t tensors);
+  int64_t dep_count() const { return static_cast<int64_t>(deps_.size()); }
+  int64_t use_count() const { return static_cast<int64_t>(uses_.size()); }
 
  private:
   GraphMode mode_;
