@@ -36,6 +36,30 @@ const char* to_string(DType dtype) {
   return "?";
 }
 
+const char* to_string(OpFunction function) {
+  switch (function) {
+    case OpFunction::kDefault:
+      return "default";
+    case OpFunction::kLayerNorm:
+      return "layernorm";
+    case OpFunction::kRmsNorm:
+      return "rmsnorm";
+    case OpFunction::kResidualAdd:
+      return "residual_add";
+    case OpFunction::kGelu:
+      return "gelu";
+    case OpFunction::kSwiglu:
+      return "swiglu";
+    case OpFunction::kGeglu:
+      return "geglu";
+    case OpFunction::kRotary:
+      return "rotary";
+    case OpFunction::kFp8Cast:
+      return "fp8_cast";
+  }
+  return "?";
+}
+
 const char* to_string(OpKind kind) {
   switch (kind) {
     case OpKind::kMatmul:

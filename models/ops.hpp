@@ -42,6 +42,23 @@ enum class OpKind : uint8_t {
 
 const char* to_string(OpKind kind);
 
+// What an op computes where its kind leaves it open: the kernel the executor runs for a norm or
+// an elementwise op (the simulator prices the kind). kDefault: the kind says it all (products,
+// attention, the embedding, the loss, the optimizer, host work).
+enum class OpFunction : uint8_t {
+  kDefault,
+  kLayerNorm,
+  kRmsNorm,
+  kResidualAdd,  // a residual add with the bias of the product before it (and its dropout)
+  kGelu,
+  kSwiglu,
+  kGeglu,
+  kRotary,
+  kFp8Cast,
+};
+
+const char* to_string(OpFunction function);
+
 enum class Direction : uint8_t { kForward, kBackward };
 
 // One op with concrete, per-rank shapes: what a compute task runs.
@@ -60,6 +77,7 @@ struct OpShape {
   // Kernels the op launches: eager PyTorch runs some ops (an RMSNorm, rotary embeddings) as a
   // chain of elementwise kernels, each paying a launch and its own pass through memory.
   int64_t kernels = 1;
+  OpFunction function = OpFunction::kDefault;
 
   bool operator==(const OpShape&) const = default;
 };

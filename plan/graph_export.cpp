@@ -118,10 +118,10 @@ std::string graph_to_json(const TaskGraph& graph) {
     const OpShape& op = graph.ops()[i];
     fmt::format_to(
         std::back_inserter(out),
-        R"({}{{"kind":"{}","direction":"{}","dtype":"{}","dims":[{}],"flops":{},"model_flops":{},)"
-        R"("bytes":{}}})",
-        i ? ",\n" : "\n", to_string(op.kind), direction_name(op.direction), to_string(op.dtype),
-        fmt::join(op.dims, ","), op.flops, op.model_flops, op.bytes);
+        R"({}{{"kind":"{}","function":"{}","direction":"{}","dtype":"{}","dims":[{}],"flops":{},)"
+        R"("model_flops":{},"bytes":{}}})",
+        i ? ",\n" : "\n", to_string(op.kind), to_string(op.function), direction_name(op.direction),
+        to_string(op.dtype), fmt::join(op.dims, ","), op.flops, op.model_flops, op.bytes);
   }
   out += "],\n\"groups\":[";
   for (size_t i = 0; i < graph.groups().size(); ++i) {

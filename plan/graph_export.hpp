@@ -5,11 +5,13 @@
 //
 // JSON: {"format": "strata-task-graph", "version": 2, "mode", "dp", "tp", "pp", "cp", "ep",
 //   "rank_order" ("tp-cp-ep-dp-pp", innermost first), "ranks": [{"rank", "stage"}], "ops":
-//   [{"kind", "direction", "dtype", "dims", "flops" (executed), "model_flops" (counted in MFU),
-//   "bytes"}], "groups": [{"kind", "ranks"}], "buckets": [{"first_layer", "layers", "embedding",
-//   "head"}], "tensors": [{"id", "rank", "name", "kind", "dims", "dtype", "bytes", "layer",
-//   "micro_batch", "index"}], "tasks": [{"id", "rank", "stream", "kind", "phase", "role", "layer",
-//   "micro_batch", "chunk", "deps", "uses"
+//   [{"kind", "function" (the kernel of a norm or an elementwise op: layernorm, rmsnorm,
+//   residual_add, gelu, swiglu, geglu, rotary, fp8_cast; default for the others), "direction",
+//   "dtype", "dims", "flops" (executed), "model_flops" (counted in MFU), "bytes"}], "groups":
+//   [{"kind", "ranks"}], "buckets": [{"first_layer", "layers", "embedding", "head"}], "tensors":
+//   [{"id", "rank", "name", "kind", "dims", "dtype", "bytes", "layer", "micro_batch", "index"}],
+//   "tasks": [{"id", "rank", "stream", "kind", "phase", "role", "layer", "micro_batch", "chunk",
+//   "deps", "uses"
 //   ([[tensor id, "read" | "write" | "update" | "alloc" | "free"]]), then by kind:
 //   "op" | "collective", "group", "bytes" and, for a data-parallel bucket's gradient reduction
 //   or parameter all-gather, "bucket" | "p2p", "peer", "tag", "bytes" | "memory", "buffer",

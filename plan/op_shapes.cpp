@@ -14,10 +14,18 @@ OpShapePair pair(OpShape forward, OpShape backward, bool tp_replicated = false) 
   return {forward, backward};
 }
 
+OpShapePair with_function(OpShapePair ops, OpFunction function) {
+  ops.forward.function = function;
+  ops.backward.function = function;
+  return ops;
+}
+
 // A memory-bound FP8 cast or transpose over `elements`, moving `bytes_per_element` each (no
 // model FLOPs: the step's FLOPs do not depend on the plan).
 OpShape fp8_cast(int64_t elements, int64_t bytes_per_element, Direction direction) {
-  return elementwise_op(elements, 0, bytes_per_element, direction, DType::kFp8);
+  OpShape op = elementwise_op(elements, 0, bytes_per_element, direction, DType::kFp8);
+  op.function = OpFunction::kFp8Cast;
+  return op;
 }
 
 }  // namespace
@@ -54,8 +62,10 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
                                                  : eager_rms_norm_op(rows, h, direction, dt);
   };
 
+  const OpFunction norm_function =
+      m.norm == NormKind::kRmsNorm ? OpFunction::kRmsNorm : OpFunction::kLayerNorm;
   PlanOpShapes ops;
-  ops.norm = pair(norm(fwd), norm(bwd), replicated);
+  ops.norm = with_function(pair(norm(fwd), norm(bwd), replicated), norm_function);
   const int64_t qkv_cols = q + 2 * m.kv_hidden() / t;
   ops.qkv = pair(matmul_op(sb, qkv_cols, h, fwd, gemm), matmul_op(sb, qkv_cols, h, bwd, gemm));
   const auto attention =
@@ -71,23 +81,32 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   // per token that is left out).
   if (m.qk_norm != QkNorm::kNone) {
     const int64_t qk_rows = sb * (m.heads + m.kv_heads) / t;
-    ops.qk_norm = fused ? pair(norm_op(qk_rows, m.head_dim(), fwd, dt),
-                               norm_op(qk_rows, m.head_dim(), bwd, dt))
-                        : pair(eager_rms_norm_op(qk_rows, m.head_dim(), fwd, dt),
-                               eager_rms_norm_op(qk_rows, m.head_dim(), bwd, dt));
+    ops.qk_norm = with_function(fused ? pair(norm_op(qk_rows, m.head_dim(), fwd, dt),
+                                             norm_op(qk_rows, m.head_dim(), bwd, dt))
+                                      : pair(eager_rms_norm_op(qk_rows, m.head_dim(), fwd, dt),
+                                             eager_rms_norm_op(qk_rows, m.head_dim(), bwd, dt)),
+                                OpFunction::kRmsNorm);
   }
   ops.attn_out = pair(matmul_op(sb, h, q, fwd, gemm), matmul_op(sb, h, q, bwd, gemm));
-  ops.residual = pair(elementwise_op(rows * h, 2, residual_tensors, fwd, dt),
-                      elementwise_op(rows * h, 2, residual_tensors, bwd, dt), replicated);
+  ops.residual =
+      with_function(pair(elementwise_op(rows * h, 2, residual_tensors, fwd, dt),
+                         elementwise_op(rows * h, 2, residual_tensors, bwd, dt), replicated),
+                    OpFunction::kResidualAdd);
   const int64_t up_cols = (gated ? 2 : 1) * f;
   ops.mlp_up = pair(matmul_op(sb, up_cols, h, fwd, gemm), matmul_op(sb, up_cols, h, bwd, gemm));
-  ops.mlp_act = gated && !fused
-                    ? pair(eager_swiglu_op(sb * f, fwd, dt), eager_swiglu_op(sb * f, bwd, dt))
-                    : pair(elementwise_op(sb * f, act_flops, act_tensors, fwd, dt),
-                           elementwise_op(sb * f, act_flops, act_tensors, bwd, dt));
+  const OpFunction act_function = m.mlp == MlpKind::kSwiGlu  ? OpFunction::kSwiglu
+                                  : m.mlp == MlpKind::kGeGlu ? OpFunction::kGeglu
+                                                             : OpFunction::kGelu;
+  ops.mlp_act = with_function(
+      gated && !fused ? pair(eager_swiglu_op(sb * f, fwd, dt), eager_swiglu_op(sb * f, bwd, dt))
+                      : pair(elementwise_op(sb * f, act_flops, act_tensors, fwd, dt),
+                             elementwise_op(sb * f, act_flops, act_tensors, bwd, dt)),
+      act_function);
   if (m.position == PositionKind::kRotary) {
     const int64_t rotated = sb * (q + m.kv_hidden() / t);  // the rank's query and key values
-    ops.rotary = pair(rotary_op(rotated, fused, fwd, dt), rotary_op(rotated, fused, bwd, dt));
+    ops.rotary =
+        with_function(pair(rotary_op(rotated, fused, fwd, dt), rotary_op(rotated, fused, bwd, dt)),
+                      OpFunction::kRotary);
   }
   ops.mlp_down = pair(matmul_op(sb, h, f, fwd, gemm), matmul_op(sb, h, f, bwd, gemm));
   ops.k_product = matmul_op(sb, m.kv_hidden() / t, h, fwd, gemm);
@@ -112,7 +131,7 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   ops.fp8_grad_mlp_down = grad_casts(f, h);
   ops.fp8_weight_cast = fp8_cast(shard_sizes(m, plan).layer_gemm_weights, 4, fwd);
   ops.embedding = pair(embedding_op(sb, h, v, fwd, dt), embedding_op(sb, h, v, bwd, dt), t > 1);
-  ops.final_norm = pair(norm(fwd), norm(bwd), replicated);
+  ops.final_norm = with_function(pair(norm(fwd), norm(bwd), replicated), norm_function);
   ops.lm_head = pair(matmul_op(sb, v, h, fwd, dt), matmul_op(sb, v, h, bwd, dt));
   ops.loss = pair(loss_op(sb, v, fwd), loss_op(sb, v, bwd));
   const int64_t shards = plan.zero_stage >= 1 ? plan.dp : 1;

@@ -6,21 +6,19 @@
 
 #include <catch2/catch.hpp>
 
-#include <filesystem>
-#include <fstream>
-
 #include "common/error.hpp"
 #include "models/model_reader.hpp"
 #include "plan/deepspeed_config.hpp"
 #include "plan/shard_sizes.hpp"
+#include "tests/temp_file.hpp"
 
 namespace strata {
 namespace {
 
+// A file of its own per call: ctest runs this suite's cases in parallel processes.
 DeepSpeedConfig config_from(const std::string& text) {
-  const auto path = std::filesystem::temp_directory_path() / "strata_ds_config_test.json";
-  std::ofstream(path) << text;
-  return read_deepspeed_config(path.string());
+  const test::TempFile file(text, "strata_ds_config_test");
+  return read_deepspeed_config(file.path());
 }
 
 const ModelSpec& gpt2() {
