@@ -1,11 +1,11 @@
 #pragma once
-// Backend: where a rank's tensors live and its kernels run (docs/design.md, "Executor"). The runtime
-// (exec/rank_runtime.hpp) is written against this interface only: device buffers, the kernels of
-// kernels/cpu/kernels.hpp with the same contracts, and streams with events. The CPU backend runs
-// every call at once on the calling thread, so its streams are already in order and its events
-// complete when recorded; a CUDA backend enqueues on real streams and records real events, and the
-// runtime's calls (wait_event before a task whose dependency ran on another stream) are what make
-// that correct.
+// Backend: where a rank's tensors live and its kernels run (docs/design.md, "Executor"). The
+// runtime (exec/rank_runtime.hpp) is written against this interface only: device buffers, the
+// kernels of kernels/cpu/kernels.hpp with the same contracts, and streams with events. The CPU
+// backend runs every call at once on the calling thread, so its streams are already in order and
+// its events complete when recorded; a CUDA backend enqueues on real streams and records real
+// events, and the runtime's calls (wait_event before a task whose dependency ran on another stream)
+// are what make that correct.
 //
 // Buffers hold float32 (the CPU backend trains in fp32); token ids are int32.
 
@@ -46,6 +46,10 @@ class Backend {
   // Kernels: the contracts of kernels/cpu/kernels.hpp.
   virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
                               int64_t n, int64_t c, int64_t oc) = 0;
+  // out (N,OC) += inp @ weight^T: cpu::matmul_forward_accumulate. The second branch of a parallel
+  // block adds into the first's partial sums.
+  virtual void matmul_forward_accumulate(float* out, const float* inp, const float* weight,
+                                         int64_t n, int64_t c, int64_t oc) = 0;
   virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                const float* inp, const float* weight, int64_t n, int64_t c,
                                int64_t oc) = 0;
@@ -54,13 +58,51 @@ class Backend {
   virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                   const float* inp, const float* weight, const float* mean,
                                   const float* rstd, int64_t n, int64_t c) = 0;
+  // How the executor runs the backward of a norm whose graph keeps only the norm's input (the
+  // stored activations of Korthikanti et al. 2022 count only the input): mean and rstd are
+  // recomputed from inp as layernorm_forward computes them, then layernorm_backward runs. The
+  // result must be bit-identical to layernorm_forward then layernorm_backward with the saved
+  // statistics. Arguments as layernorm_backward's, less mean and rstd.
+  virtual void layernorm_backward_from_input(float* dinp, float* dweight, float* dbias,
+                                             const float* dout, const float* inp,
+                                             const float* weight, int64_t n, int64_t c) = 0;
+  // RMSNorm: cpu::rmsnorm_forward in kernels/cpu/kernels.hpp.
+  virtual void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight,
+                               int64_t n, int64_t c) = 0;
+  // cpu::rmsnorm_backward in kernels/cpu/kernels.hpp.
+  virtual void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                                const float* weight, const float* rstd, int64_t n, int64_t c) = 0;
+  // The same for RMSNorm, for a graph that keeps only the norm's input (Korthikanti et al. 2022):
+  // rstd is recomputed from inp as rmsnorm_forward computes it, then rmsnorm_backward runs; the
+  // result must be bit-identical to rmsnorm_forward then rmsnorm_backward with the saved rstd.
+  virtual void rmsnorm_backward_from_input(float* dinp, float* dweight, const float* dout,
+                                           const float* inp, const float* weight, int64_t n,
+                                           int64_t c) = 0;
   virtual void gelu_forward(float* out, const float* inp, int64_t n) = 0;
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) = 0;
+  // SwiGLU, inp (N,2H) = [gate | up]: cpu::swiglu_forward in kernels/cpu/kernels.hpp.
+  virtual void swiglu_forward(float* out, const float* inp, int64_t n, int64_t h) = 0;
+  // cpu::swiglu_backward in kernels/cpu/kernels.hpp.
+  virtual void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t n,
+                               int64_t h) = 0;
   virtual void attention_forward(float* out, float* att, const float* qkv, int64_t b, int64_t t,
                                  int64_t nh, int64_t hs) = 0;
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
                                   const float* att, int64_t b, int64_t t, int64_t nh,
                                   int64_t hs) = 0;
+  // Grouped-query attention, NKV kv heads: cpu::gqa_attention_forward in kernels/cpu/kernels.hpp.
+  virtual void gqa_attention_forward(float* out, float* att, const float* qkv, int64_t b, int64_t t,
+                                     int64_t nh, int64_t nkv, int64_t hs) = 0;
+  // cpu::gqa_attention_backward in kernels/cpu/kernels.hpp.
+  virtual void gqa_attention_backward(float* dqkv, const float* dout, const float* qkv,
+                                      const float* att, int64_t b, int64_t t, int64_t nh,
+                                      int64_t nkv, int64_t hs) = 0;
+  // Rotary position embedding (rotate-half): cpu::rotary_forward in kernels/cpu/kernels.hpp.
+  virtual void rotary_forward(float* out, const float* inp, int64_t b, int64_t t, int64_t heads,
+                              int64_t hs, int64_t row_stride, int64_t first_col, double theta) = 0;
+  // cpu::rotary_backward in kernels/cpu/kernels.hpp.
+  virtual void rotary_backward(float* dinp, const float* dout, int64_t b, int64_t t, int64_t heads,
+                               int64_t hs, int64_t row_stride, int64_t first_col, double theta) = 0;
   virtual void residual_forward(float* out, const float* residual, const float* branch,
                                 const float* bias, int64_t n, int64_t c) = 0;
   virtual void residual_backward(float* dbias, const float* dout, int64_t n, int64_t c) = 0;

@@ -4,12 +4,17 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "exec/backend.hpp"
 
 namespace strata {
 
 namespace {
+
+// Rows per block when a norm's backward recomputes its statistics from the input: the discarded
+// forward output needs a (64,C) scratch rather than (N,C).
+constexpr int64_t kRecomputeRows = 64;
 
 class CpuBackend final : public Backend {
  public:
@@ -47,6 +52,10 @@ class CpuBackend final : public Backend {
                       int64_t n, int64_t c, int64_t oc) override {
     cpu::matmul_forward(out, inp, weight, bias, n, c, oc);
   }
+  void matmul_forward_accumulate(float* out, const float* inp, const float* weight, int64_t n,
+                                 int64_t c, int64_t oc) override {
+    cpu::matmul_forward_accumulate(out, inp, weight, n, c, oc);
+  }
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                        const float* inp, const float* weight, int64_t n, int64_t c,
                        int64_t oc) override {
@@ -61,11 +70,61 @@ class CpuBackend final : public Backend {
                           const float* rstd, int64_t n, int64_t c) override {
     cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, n, c);
   }
+  // Blocks of rows in order: layernorm_forward's statistics of a row depend on that row alone,
+  // and layernorm_backward adds into dweight and dbias row by row, so the blocks give the bits of
+  // one call over all N rows. The recomputed output is discarded.
+  void layernorm_backward_from_input(float* dinp, float* dweight, float* dbias, const float* dout,
+                                     const float* inp, const float* weight, int64_t n,
+                                     int64_t c) override {
+    if (n <= 0) return;
+    const int64_t rows = std::min(n, kRecomputeRows);
+    std::vector<float> out(static_cast<size_t>(rows * c));
+    std::vector<float> mean(static_cast<size_t>(rows));
+    std::vector<float> rstd(static_cast<size_t>(rows));
+    for (int64_t first = 0; first < n; first += rows) {
+      const int64_t count = std::min(rows, n - first);
+      const float* inp_block = inp + first * c;
+      cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), inp_block, weight,
+                             static_cast<const float*>(nullptr), count, c);
+      cpu::layernorm_backward(dinp + first * c, dweight, dbias, dout + first * c, inp_block, weight,
+                              mean.data(), rstd.data(), count, c);
+    }
+  }
+  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t n,
+                       int64_t c) override {
+    cpu::rmsnorm_forward(out, rstd, inp, weight, n, c);
+  }
+  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                        const float* weight, const float* rstd, int64_t n, int64_t c) override {
+    cpu::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, n, c);
+  }
+  // As layernorm_backward_from_input, in blocks of rows for the same reason.
+  void rmsnorm_backward_from_input(float* dinp, float* dweight, const float* dout, const float* inp,
+                                   const float* weight, int64_t n, int64_t c) override {
+    if (n <= 0) return;
+    const int64_t rows = std::min(n, kRecomputeRows);
+    std::vector<float> out(static_cast<size_t>(rows * c));
+    std::vector<float> rstd(static_cast<size_t>(rows));
+    for (int64_t first = 0; first < n; first += rows) {
+      const int64_t count = std::min(rows, n - first);
+      const float* inp_block = inp + first * c;
+      cpu::rmsnorm_forward(out.data(), rstd.data(), inp_block, weight, count, c);
+      cpu::rmsnorm_backward(dinp + first * c, dweight, dout + first * c, inp_block, weight,
+                            rstd.data(), count, c);
+    }
+  }
   void gelu_forward(float* out, const float* inp, int64_t n) override {
     cpu::gelu_forward(out, inp, n);
   }
   void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) override {
     cpu::gelu_backward(dinp, inp, dout, n);
+  }
+  void swiglu_forward(float* out, const float* inp, int64_t n, int64_t h) override {
+    cpu::swiglu_forward(out, inp, n, h);
+  }
+  void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t n,
+                       int64_t h) override {
+    cpu::swiglu_backward(dinp, inp, dout, n, h);
   }
   void attention_forward(float* out, float* att, const float* qkv, int64_t b, int64_t t, int64_t nh,
                          int64_t hs) override {
@@ -74,6 +133,22 @@ class CpuBackend final : public Backend {
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                           int64_t b, int64_t t, int64_t nh, int64_t hs) override {
     cpu::attention_backward(dqkv, dout, qkv, att, b, t, nh, hs);
+  }
+  void gqa_attention_forward(float* out, float* att, const float* qkv, int64_t b, int64_t t,
+                             int64_t nh, int64_t nkv, int64_t hs) override {
+    cpu::gqa_attention_forward(out, att, qkv, b, t, nh, nkv, hs);
+  }
+  void gqa_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                              int64_t b, int64_t t, int64_t nh, int64_t nkv, int64_t hs) override {
+    cpu::gqa_attention_backward(dqkv, dout, qkv, att, b, t, nh, nkv, hs);
+  }
+  void rotary_forward(float* out, const float* inp, int64_t b, int64_t t, int64_t heads, int64_t hs,
+                      int64_t row_stride, int64_t first_col, double theta) override {
+    cpu::rotary_forward(out, inp, b, t, heads, hs, row_stride, first_col, theta);
+  }
+  void rotary_backward(float* dinp, const float* dout, int64_t b, int64_t t, int64_t heads,
+                       int64_t hs, int64_t row_stride, int64_t first_col, double theta) override {
+    cpu::rotary_backward(dinp, dout, b, t, heads, hs, row_stride, first_col, theta);
   }
   void residual_forward(float* out, const float* residual, const float* branch, const float* bias,
                         int64_t n, int64_t c) override {

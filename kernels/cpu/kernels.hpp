@@ -27,6 +27,15 @@ template <typename T>
 void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int64_t n, int64_t c,
                     int64_t oc);
 
+// out (N,OC) += inp (N,C) @ weight^T; weight is (OC,C), no bias. The same BLAS product as
+// matmul_forward with beta = 1: the second branch of a parallel block (attention and MLP on the
+// same normalized input) adding into the first's partial sums. Equal to matmul_forward into a
+// temporary plus an add up to rounding: BLAS may add a long row's partial sums into out one block
+// of C at a time.
+template <typename T>
+void matmul_forward_accumulate(T* out, const T* inp, const T* weight, int64_t n, int64_t c,
+                               int64_t oc);
+
 // dinp (N,C) = dout (N,OC) @ weight (OC,C)            (skipped when dinp is null)
 // dweight (OC,C) += dout^T @ inp (N,C)
 // dbias (OC) += the column sums of dout                (skipped when dbias is null)

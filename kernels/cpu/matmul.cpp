@@ -24,6 +24,14 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int64_
   }
 }
 
+// out is (N,OC), read and added to; inp (N,C), weight (OC,C).
+template <typename T>
+void matmul_forward_accumulate(T* out, const T* inp, const T* weight, int64_t n, int64_t c,
+                               int64_t oc) {
+  if (n <= 0 || oc <= 0 || c <= 0) return;
+  gemm(CblasNoTrans, CblasTrans, n, oc, c, T(1), inp, c, weight, c, T(1), out, oc);
+}
+
 // dinp is (N,C) or null, dweight (OC,C), dbias (OC) or null, dout (N,OC), inp (N,C),
 // weight (OC,C).
 template <typename T>
@@ -51,6 +59,10 @@ template void matmul_forward<float>(float*, const float*, const float*, const fl
                                     int64_t, int64_t);
 template void matmul_forward<double>(double*, const double*, const double*, const double*, int64_t,
                                      int64_t, int64_t);
+template void matmul_forward_accumulate<float>(float*, const float*, const float*, int64_t, int64_t,
+                                               int64_t);
+template void matmul_forward_accumulate<double>(double*, const double*, const double*, int64_t,
+                                                int64_t, int64_t);
 template void matmul_backward<float>(float*, float*, float*, const float*, const float*,
                                      const float*, int64_t, int64_t, int64_t);
 template void matmul_backward<double>(double*, double*, double*, const double*, const double*,

@@ -103,6 +103,43 @@ TEST_CASE("matmul backward with null dinp and dbias accumulates the same dweight
   check_close("dweight", dweight, full.dweight, 1e-14);
 }
 
+struct AccumulateResult {
+  std::vector<double> accumulated;  // start, then matmul_forward_accumulate
+  std::vector<double> expected;     // start + matmul_forward into a temporary
+};
+
+// In precision T: out = start, out += inp @ weight^T; and the reference computed apart.
+template <typename T>
+AccumulateResult run_accumulate(const MatmulInputs& in, const std::vector<double>& start) {
+  const auto inp = cast_to<T>(in.inp);
+  const auto weight = cast_to<T>(in.weight);
+  auto accumulated = cast_to<T>(start);
+  matmul_forward_accumulate(accumulated.data(), inp.data(), weight.data(), kN, kC, kOC);
+  std::vector<T> product(kN * kOC);
+  matmul_forward(product.data(), inp.data(), weight.data(), static_cast<const T*>(nullptr), kN, kC,
+                 kOC);
+  auto expected = cast_to<T>(start);
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] += product[i];
+  return {widen(accumulated), widen(expected)};
+}
+
+TEST_CASE(
+    "matmul forward accumulate adds inp @ weight^T into out: matmul forward into a temporary plus "
+    "an add, float and double; with C = 0 out is unchanged") {
+  // out += inp @ weight^T is the same gemm with beta = 1. BLAS may add a long row's partial sums
+  // into out per block of C, so the two agree to rounding, not necessarily bit for bit: 1e-14
+  // relative in double, 1e-6 in float (a few ulps of sums of C = 8 products of size ~1).
+  const MatmulInputs in;
+  const std::vector<double> start = random_values(kN * kOC, 7);
+  const AccumulateResult d = run_accumulate<double>(in, start);
+  check_close("out (double)", d.accumulated, d.expected, 1e-14);
+  const AccumulateResult f = run_accumulate<float>(in, start);
+  check_close("out (float)", f.accumulated, f.expected, 1e-6);
+  auto untouched = start;
+  matmul_forward_accumulate(untouched.data(), in.inp.data(), in.weight.data(), kN, int64_t{0}, kOC);
+  CHECK(untouched == start);
+}
+
 TEST_CASE("matmul float (sgemm) agrees with double (dgemm) within 1e-5 relative") {
   MatmulInputs in;
   for (auto* x : {&in.inp, &in.weight, &in.bias, &in.dout, &in.dweight, &in.dbias}) {
