@@ -39,6 +39,13 @@ LayerParams::LayerParams(const std::vector<ParamTensorSpec>& specs) {
   }
 }
 
+RankState::StoredLayer& RankState::stored_for_backward(int64_t layer) {
+  std::deque<StoredLayer>& waiting = stored[static_cast<size_t>(layer)];
+  STRATA_ASSERT(!waiting.empty() && waiting.front().micro_batch == program.micro_batch(),
+                "a layer's backwards run in the order of its forwards");
+  return waiting.front();
+}
+
 TensorId RankState::scratch_of(const SlotTable& slots, Slot slot) {
   TensorId& id = scratch[static_cast<size_t>(slot)];
   if (id == kNoTensor) {
@@ -249,20 +256,22 @@ bool scores_slot(int slot) {
 // per slot, the tensor of this execution (RankState::at).
 class LayerOps {
  public:
-  LayerOps(const LoweringContext& ctx, RankState& state, int64_t layer)
-      : ctx_(ctx),
+  LayerOps(const LoweringContext& ctx, RankState& state, int64_t layer,
+           RankState::StoredLayer& entry)
+      : entry_(entry),
+        ctx_(ctx),
         state_(state),
         p_(state.program),
         op_(ctx.ops),
         m_(ctx.model),
         lp_(ctx.layer_params),
         layer_(layer),
-        block_(state.layer_blocks.at(layer)) {}
+        block_(state.layer_blocks[static_cast<size_t>(layer)]) {}
 
   // Creates stored tensors of this (layer, micro-batch) for the slots `wanted` keeps, makes them
   // the slots of this execution and returns them.
   std::vector<TensorId> store(bool (*wanted)(const LoweringContext&, int)) {
-    SlotTensors& mine = state_.stored_slots(layer_);
+    SlotTensors& mine = entry_.slots;
     std::vector<TensorId> made;
     for (int s = 0; s < kStoredSlotCount; ++s) {
       if (!ctx_.slots.stored[static_cast<size_t>(s)] || !wanted(ctx_, s)) continue;
@@ -280,9 +289,8 @@ class LayerOps {
   }
   // The layer's stored tensors of this micro-batch, made the slots of this execution.
   void use_stored() {
-    const SlotTensors& mine = state_.stored.at({layer_, p_.micro_batch()});
     for (int s = 0; s < kStoredSlotCount; ++s)
-      state_.current[static_cast<size_t>(s)] = mine[static_cast<size_t>(s)];
+      state_.current[static_cast<size_t>(s)] = entry_.slots[static_cast<size_t>(s)];
   }
 
   TaskId forward(TaskId input, TaskId params, TensorId layer_in);
@@ -291,6 +299,7 @@ class LayerOps {
 
   // Selective-op: the products whose outputs the policy saves write them (op_selective_tensors).
   std::map<TaskRole, std::vector<TensorId>> saved_products;
+  RankState::StoredLayer& entry_;  // this (layer, micro-batch)'s stored tensors
 
  private:
   TensorId at(Slot slot) { return state_.at(ctx_.slots, slot); }
@@ -507,8 +516,7 @@ void LayerOps::recompute_unsaved(TaskId params, TensorId rebuilt) {
   const std::vector<BlockProduct> products = block_products(m_);
   TaskId needs = params;  // the first op waits for the layer's (gathered) weights
   TaskUses saved_reads;
-  for (const TensorId t : state_.kept.at({layer_, p_.micro_batch()}))
-    saved_reads.push_back(read(t));
+  for (const TensorId t : entry_.kept) saved_reads.push_back(read(t));
   const auto run = [&](TaskRole role, int32_t forward_op, std::initializer_list<int> params_read) {
     TaskUses uses = saved_reads;
     for (const int i : params_read) weight(uses, i);
@@ -713,23 +721,24 @@ TaskId lower_layer_forward(const LoweringContext& ctx, RankState& state, int64_t
   RankProgram& p = state.program;
   p.set_layer(static_cast<int32_t>(layer));
   const RankState::HostBlock issued(state);
-  LayerOps ops(ctx, state, layer);
+  RankState::StoredLayer& entry = state.begin_store(layer);
+  LayerOps ops(ctx, state, layer, entry);
   state.current.fill(kNoTensor);
   if (ctx.recomputes(state.stage, p.chunk(), layer)) {
     // Full recompute keeps the layer input alone: its first op's stored copy.
     const TensorId checkpoint = ops.tensor(ctx.slots.name[static_cast<size_t>(Slot::kCheckpoint)],
                                            ctx.slots.shape[static_cast<size_t>(Slot::kCheckpoint)]);
-    state.stored_slots(layer)[static_cast<size_t>(Slot::kCheckpoint)] = checkpoint;
+    entry.slots[static_cast<size_t>(Slot::kCheckpoint)] = checkpoint;
     const Slot first_copy =
         ctx.model.block != LayerBlock::kPostNorm ? Slot::kNorm1In : Slot::kQkvIn;
     state.current[static_cast<size_t>(first_copy)] = checkpoint;
-    state.kept[{layer, p.micro_batch()}] = {checkpoint};
+    entry.kept = {checkpoint};
     p.alloc(Stream::kCompute, BufferClass::kLayerInput, std::span<const TensorId>(&checkpoint, 1));
   } else if (ctx.plan.recompute == RecomputeKind::kSelectiveOp) {
     // torchtitan's op-level policy: the layer input, the saved products' outputs and the
     // attention's output and log-sum-exp (op_selective_tensors, in that order).
     std::vector<TensorId> kept;
-    SlotTensors& mine = state.stored_slots(layer);
+    SlotTensors& mine = entry.slots;
     for (const auto& [name, shape] : ctx.slots.op_saved) kept.push_back(ops.tensor(name, shape));
     const std::vector<BlockProduct> products = block_products(ctx.model);
     size_t next = 1;
@@ -752,12 +761,12 @@ TaskId lower_layer_forward(const LoweringContext& ctx, RankState& state, int64_t
     keep(Slot::kOutIn, kept[next]);
     if (next + 1 < kept.size()) keep(Slot::kLse, kept[next + 1]);
     p.alloc(Stream::kCompute, BufferClass::kActivations, kept);
-    state.kept[{layer, p.micro_batch()}] = std::move(kept);
+    entry.kept = std::move(kept);
   } else {
     std::vector<TensorId> kept =
         ops.store(ctx.plan.recompute == RecomputeKind::kFull ? keeps_all : keeps_unless_rebuilt);
     p.alloc(Stream::kCompute, BufferClass::kActivations, kept);
-    state.kept[{layer, p.micro_batch()}] = std::move(kept);
+    entry.kept = std::move(kept);
   }
   STRATA_ASSERT(
       p.graph().task(p.graph().size() - 1).bytes ==
@@ -766,7 +775,7 @@ TaskId lower_layer_forward(const LoweringContext& ctx, RankState& state, int64_t
   // FP8: Transformer Engine casts (and transposes) the layer's weights once per step, in the first
   // micro-batch (is_first_microbatch), unless they are kept in FP8.
   if (ctx.ops.fp8_weight_cast >= 0 && p.micro_batch() == 0) {
-    const BlockTensors& block = state.layer_blocks.at(layer);
+    const BlockTensors& block = state.layer_blocks[static_cast<size_t>(layer)];
     TaskUses uses;
     for (const int i : {ctx.layer_params.qkv_w, ctx.layer_params.out_w, ctx.layer_params.up_w,
                         ctx.layer_params.down_w}) {
@@ -783,11 +792,11 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
   RankProgram& p = state.program;
   p.set_layer(static_cast<int32_t>(layer));
   const RankState::HostBlock issued(state);
-  LayerOps ops(ctx, state, layer);
+  RankState::StoredLayer& entry = state.stored_for_backward(layer);
+  LayerOps ops(ctx, state, layer, entry);
   state.current.fill(kNoTensor);
   const bool full = ctx.recomputes(state.stage, p.chunk(), layer);
-  const TensorId checkpoint =
-      state.stored.at({layer, p.micro_batch()})[static_cast<size_t>(Slot::kCheckpoint)];
+  const TensorId checkpoint = entry.slots[static_cast<size_t>(Slot::kCheckpoint)];
   std::vector<TensorId> recomputed;
   if (full) {
     // Run the layer forward again from its checkpoint, keeping every activation this time.
@@ -818,7 +827,7 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
     p.set_phase(Phase::kBackward);
   }
   const TaskId input_grad = ops.backward(grad, params);
-  const std::vector<TensorId> kept = state.kept.at({layer, p.micro_batch()});
+  const std::vector<TensorId>& kept = entry.kept;
   if (full) {
     p.release(Stream::kCompute, BufferClass::kActivations, recomputed);
     p.release(Stream::kCompute, BufferClass::kLayerInput, kept);
@@ -828,8 +837,7 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
   if (op_selective) {
     p.release(Stream::kCompute, BufferClass::kActivations, std::span<const TensorId>(&rebuilt, 1));
   }
-  state.stored.erase({layer, p.micro_batch()});
-  state.kept.erase({layer, p.micro_batch()});
+  state.stored[static_cast<size_t>(layer)].pop_front();
   return input_grad;
 }
 

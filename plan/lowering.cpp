@@ -189,7 +189,7 @@ class PassLowering {
     const int64_t count = ctx_.chunk_layers(state_.stage, chunk);
     TaskUses uses;
     for (int64_t layer = first; layer < first + count; ++layer)
-      uses.push_back(update(state_.layer_blocks.at(layer).amax));
+      uses.push_back(update(state_.layer_blocks[static_cast<size_t>(layer)].amax));
     p.block_next_compute_on(p.collective(
         TaskRole::kAmaxReduce, Stream::kTpComm, CollectiveKind::kAllReduce, state_.groups.stage,
         ctx_.amax_bytes * count, std::vector<TaskId>{p.last_compute()}, uses));
@@ -550,6 +550,8 @@ TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,
     state.host = &host;
     state.backwards_done.assign(static_cast<size_t>(plan.vpp), 0);
     state.param_gathers.resize(static_cast<size_t>(plan.vpp));
+    state.layer_blocks.resize(static_cast<size_t>(model.layers));
+    state.stored.resize(static_cast<size_t>(model.layers));
     // The rank's parameter blocks: its layers over every chunk, the embedding on the first stage,
     // the head on the last.
     const bool gathers = gathers_layer_parameters(ctx);
@@ -570,7 +572,7 @@ TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,
           block.amax = program.tensor(TensorKind::kParameter, ctx.slots.amax, ctx.slots.amax_shape,
                                       static_cast<int32_t>(layer), -1);
         }
-        state.layer_blocks.emplace(layer, std::move(block));
+        state.layer_blocks[static_cast<size_t>(layer)] = std::move(block);
       }
     }
     if (c.pp == 0) {

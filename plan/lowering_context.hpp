@@ -3,6 +3,7 @@
 // sizes of buffers and messages, and the per-rank state the step's tasks depend on.
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <utility>
 #include <vector>
@@ -139,22 +140,32 @@ struct RankState {
   // Tensors (plan/lowering_tensors.hpp): the rank's parameter blocks; per (layer, micro-batch)
   // the stored activations; the pass's scratch; the layer execution being emitted (its stored
   // tensors, kNoTensor where it uses scratch); the residual stream and its gradient now.
-  std::map<int64_t, BlockTensors> layer_blocks;
+  std::vector<BlockTensors> layer_blocks;  // by global layer; empty for the other stages' layers
   BlockTensors embedding_block, head_block;
-  std::map<std::pair<int64_t, int64_t>, SlotTensors> stored;
-  // Per (layer, micro-batch), what its forward's memory task allocated, which its backward frees.
-  std::map<std::pair<int64_t, int64_t>, std::vector<TensorId>> kept;
+  // A layer forward's stored tensors, from its forward to its backward: per slot (kNoTensor where
+  // not stored), and what the forward's memory task allocated, which the backward frees.
+  struct StoredLayer {
+    int64_t micro_batch = -1;
+    SlotTensors slots;
+    std::vector<TensorId> kept;
+  };
+  // Per global layer, the stored tensors of its forwards still waiting for their backward, oldest
+  // first: every schedule runs a chunk's backwards in the order of its forwards.
+  std::vector<std::deque<StoredLayer>> stored;
   SlotTensors scratch;
   SlotTensors current;
   TensorId stream = kNoTensor;
   TensorId dstream = kNoTensor;
 
-  // The stored slots of `layer` in the current micro-batch, kNoTensor until stored.
-  SlotTensors& stored_slots(int64_t layer) {
-    SlotTensors none;
-    none.fill(kNoTensor);
-    return stored.try_emplace({layer, program.micro_batch()}, none).first->second;
+  // A forward of `layer` in the current micro-batch begins: its (empty) stored tensors.
+  StoredLayer& begin_store(int64_t layer) {
+    StoredLayer& entry = stored[static_cast<size_t>(layer)].emplace_back();
+    entry.micro_batch = program.micro_batch();
+    entry.slots.fill(kNoTensor);
+    return entry;
   }
+  // A backward of `layer` in the current micro-batch: its forward's stored tensors.
+  StoredLayer& stored_for_backward(int64_t layer);
   // A fresh pass: no scratch yet.
   void begin_pass() { scratch.fill(kNoTensor); }
   // The pass's scratch tensor of `slot`, created on first use.

@@ -76,7 +76,7 @@ std::vector<BucketBlock> blocks_of(const LoweringContext& ctx, RankState& state,
   std::vector<BucketBlock> blocks;
   if (bucket.head) blocks.push_back({&state.head_block, &ctx.head_block, -1});
   for (int32_t layer = bucket.first_layer + bucket.layers - 1; layer >= bucket.first_layer; --layer)
-    blocks.push_back({&state.layer_blocks.at(layer), &ctx.layer_block, layer});
+    blocks.push_back({&state.layer_blocks[static_cast<size_t>(layer)], &ctx.layer_block, layer});
   if (bucket.embedding) blocks.push_back({&state.embedding_block, &ctx.embedding_block, -1});
   return blocks;
 }
@@ -133,7 +133,7 @@ std::vector<RankBucket> chunk_buckets(const LoweringContext& ctx, TaskGraph& gra
 }
 
 GatherSet layer_gather(RankState& state, int64_t layer) {
-  const BlockTensors& block = state.layer_blocks.at(layer);
+  const BlockTensors& block = state.layer_blocks[static_cast<size_t>(layer)];
   return {block.params, block.gathered};
 }
 
@@ -269,8 +269,11 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
   state.begin_pass();
   // Every block of the rank: its layers, the embedding (first stage), the head (last stage).
   std::vector<BucketBlock> blocks;
-  for (auto& [layer, block] : state.layer_blocks)
-    blocks.push_back({&block, &ctx.layer_block, static_cast<int32_t>(layer)});
+  for (size_t layer = 0; layer < state.layer_blocks.size(); ++layer) {
+    BlockTensors& block = state.layer_blocks[layer];
+    if (!block.params.empty())
+      blocks.push_back({&block, &ctx.layer_block, static_cast<int32_t>(layer)});
+  }
   if (!state.embedding_block.params.empty())
     blocks.push_back({&state.embedding_block, &ctx.embedding_block, -1});
   if (!state.head_block.params.empty()) blocks.push_back({&state.head_block, &ctx.head_block, -1});
@@ -300,7 +303,8 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
     std::vector<TaskId> after = state.grad_syncs;
     after.push_back(p.last_compute());
     TaskUses uses;
-    for (const auto& [layer, block] : state.layer_blocks) {
+    for (const BlockTensors& block : state.layer_blocks) {
+      if (block.params.empty()) continue;
       for (size_t i = 0; i < ctx.layer_specs.size(); ++i) {
         if (ctx.layer_specs[i].replicated) uses.push_back(update(block.grads[i]));
       }

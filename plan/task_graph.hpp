@@ -143,10 +143,14 @@ struct Task {
   int32_t micro_batch = -1;  // -1 for once-per-step tasks
   uint32_t first_dep = 0;    // into TaskGraph::deps()
   uint32_t dep_count = 0;
-  int32_t op = -1;     // compute: index into ops()
-  int32_t group = -1;  // collective: index into groups()
-  int32_t peer = -1;   // p2p: the other rank
-  int32_t tag = 0;     // p2p: matches a send with its recv
+  // By kind, one of: a compute task's op (into ops()), a collective's group (into groups()), a
+  // p2p's peer rank. They share their storage: a task is one kind.
+  union {
+    int32_t op = -1;
+    int32_t group;
+    int32_t peer;
+  };
+  int32_t tag = 0;  // p2p: matches a send with its recv
   CollectiveKind collective = CollectiveKind::kAllReduce;
   P2pKind p2p = P2pKind::kSend;
   MemoryAction memory = MemoryAction::kAlloc;
