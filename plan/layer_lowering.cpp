@@ -332,6 +332,24 @@ class LayerOps {
     if (found == saved_products.end()) return {};
     return {found->second.begin(), found->second.end()};
   }
+  // A branch's (reduced) output, read by the op after it: under the TP overlap in two parts.
+  static void branch_reads(TaskUses& uses, const GemmResult& branch) {
+    uses.push_back(read(branch.out));
+    if (branch.last_chunk != kNoTensor) uses.push_back(read(branch.last_chunk));
+  }
+  // Post-norm and sandwich blocks: the norm over a branch's output, which keeps its input in
+  // `saved`; other blocks: the branch's output itself.
+  GemmResult post_norm(const GemmResult& branch, int weight_index, int bias_index, Slot saved) {
+    if (!norm_after(m_)) return branch;
+    TaskUses uses;
+    branch_reads(uses, branch);
+    weight(uses, weight_index);
+    weight(uses, bias_index);
+    uses.push_back(write(at(Slot::kBranch)));
+    uses.push_back(write(at(saved)));
+    const TaskId norm = p_.compute(TaskRole::kPostNorm, op_.norm.forward, {branch.task}, uses);
+    return {norm, at(Slot::kBranch)};
+  }
   // The attention's saved outputs: the log-sum-exp (flash), or the scores with their dropout.
   void attention_state(TaskUses& uses, Access access) {
     if (ctx_.plan.attention == AttentionKind::kFlash) {
@@ -415,25 +433,12 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   out.save_copy = saved(TaskRole::kAttnOut);
   const GemmResult attn = tp_gemm(ctx_, state_, out, kNoTask);
   // The branch's output with the residual add's other inputs (the overlap's last chunk).
-  const auto branch_reads = [&](TaskUses& uses, const GemmResult& result, TensorId branch) {
-    uses.push_back(read(branch));
-    if (result.last_chunk != kNoTensor) uses.push_back(read(result.last_chunk));
-  };
   const TensorId mid = at(Slot::kMid);
   if (!parallel) {
-    TensorId branch = attn.out;
-    if (norm_after(m_)) {
-      TaskUses uses{read(branch)};
-      if (attn.last_chunk != kNoTensor) uses.push_back(read(attn.last_chunk));
-      weight(uses, lp_.post_attn_norm_w);
-      weight(uses, lp_.post_attn_norm_b);
-      uses.push_back(write(at(Slot::kBranch)));
-      uses.push_back(write(at(Slot::kPostAttnNormIn)));
-      p_.compute(TaskRole::kPostNorm, op_.norm.forward, {attn.task}, uses);
-      branch = at(Slot::kBranch);
-    }
+    const GemmResult branch =
+        post_norm(attn, lp_.post_attn_norm_w, lp_.post_attn_norm_b, Slot::kPostAttnNormIn);
     TaskUses uses{read(layer_in)};
-    branch_reads(uses, norm_after(m_) ? GemmResult{} : attn, branch);
+    branch_reads(uses, branch);
     weight(uses, lp_.out_b);
     uses.push_back(write(mid));
     if (m_.dropout) uses.push_back(write(at(Slot::kAttnMask)));
@@ -480,21 +485,12 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   gemm_weight(down.weights, lp_.down_w);
   down.save_copy = saved(TaskRole::kMlpDown);
   const GemmResult mlp = tp_gemm(ctx_, state_, down, kNoTask);
-  TensorId branch = mlp.out;
-  if (norm_after(m_)) {
-    TaskUses uses{read(branch)};
-    if (mlp.last_chunk != kNoTensor) uses.push_back(read(mlp.last_chunk));
-    weight(uses, lp_.post_mlp_norm_w);
-    weight(uses, lp_.post_mlp_norm_b);
-    uses.push_back(write(at(Slot::kBranch)));
-    uses.push_back(write(at(Slot::kPostMlpNormIn)));
-    p_.compute(TaskRole::kPostNorm, op_.norm.forward, {mlp.task}, uses);
-    branch = at(Slot::kBranch);
-  }
+  const GemmResult branch =
+      post_norm(mlp, lp_.post_mlp_norm_w, lp_.post_mlp_norm_b, Slot::kPostMlpNormIn);
   // The layer's output is the next layer's input; a recompute's is thrown away.
   const TensorId stream = at(Slot::kStream);
   TaskUses uses{read(parallel ? layer_in : mid)};
-  branch_reads(uses, norm_after(m_) ? GemmResult{} : mlp, branch);
+  branch_reads(uses, branch);
   if (parallel) weight(uses, lp_.out_b);
   weight(uses, lp_.down_b);
   uses.push_back(write(stream));

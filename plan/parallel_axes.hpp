@@ -41,6 +41,25 @@ inline constexpr AxisMask kReplicaAxes = static_cast<AxisMask>(kEveryAxis & ~axi
 const char* to_string(Axis axis);
 std::optional<Axis> parse_axis(std::string_view name);
 
+// The member of `fields` (a struct with members tp, cp, ep, dp and pp: a rank's coordinates,
+// communication seconds) along `axis`.
+template <typename Fields>
+auto& along(Fields& fields, Axis axis) {
+  switch (axis) {
+    case Axis::kTp:
+      return fields.tp;
+    case Axis::kCp:
+      return fields.cp;
+    case Axis::kEp:
+      return fields.ep;
+    case Axis::kDp:
+      return fields.dp;
+    case Axis::kPp:
+      break;
+  }
+  return fields.pp;
+}
+
 // A value per axis (sizes, coordinates), indexed by Axis.
 using PerAxis = std::array<int64_t, kAxisCount>;
 inline int64_t& at(PerAxis& values, Axis axis) { return values[static_cast<size_t>(axis)]; }

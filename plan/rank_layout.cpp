@@ -6,37 +6,9 @@
 
 namespace strata {
 
-int64_t RankCoord::operator[](Axis axis) const {
-  switch (axis) {
-    case Axis::kTp:
-      return tp;
-    case Axis::kCp:
-      return cp;
-    case Axis::kEp:
-      return ep;
-    case Axis::kDp:
-      return dp;
-    case Axis::kPp:
-      return pp;
-  }
-  return 0;
-}
+int64_t RankCoord::operator[](Axis axis) const { return along(*this, axis); }
 
-int64_t& RankCoord::operator[](Axis axis) {
-  switch (axis) {
-    case Axis::kTp:
-      return tp;
-    case Axis::kCp:
-      return cp;
-    case Axis::kEp:
-      return ep;
-    case Axis::kDp:
-      return dp;
-    case Axis::kPp:
-      break;
-  }
-  return pp;
-}
+int64_t& RankCoord::operator[](Axis axis) { return along(*this, axis); }
 
 RankCoord RankCoord::with(Axis axis, int64_t value) const {
   RankCoord moved = *this;

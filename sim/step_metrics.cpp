@@ -64,23 +64,9 @@ RankMemory replay_memory(const TaskGraph& graph, const StageMemory& stage,
 
 }  // namespace
 
-double CommSeconds::operator[](Axis axis) const { return const_cast<CommSeconds&>(*this)[axis]; }
+double CommSeconds::operator[](Axis axis) const { return along(*this, axis); }
 
-double& CommSeconds::operator[](Axis axis) {
-  switch (axis) {
-    case Axis::kTp:
-      return tp;
-    case Axis::kCp:
-      return cp;
-    case Axis::kEp:
-      return ep;
-    case Axis::kDp:
-      return dp;
-    case Axis::kPp:
-      break;
-  }
-  return pp;
-}
+double& CommSeconds::operator[](Axis axis) { return along(*this, axis); }
 
 SimResult summarize_step(const CompiledPlan& compiled, StepTimeline timeline,
                          double price_usd_per_gpu_hour) {
