@@ -350,6 +350,15 @@ class LayerOps {
     const TaskId norm = p_.compute(TaskRole::kPostNorm, op_.norm.forward, {branch.task}, uses);
     return {norm, at(Slot::kBranch)};
   }
+  // The post-norm's backward from the stream's gradient into the branch's (kDBranch).
+  TaskId post_norm_backward(int weight_index, int bias_index, Slot saved) {
+    TaskUses uses{read(state_.dstream), read(at(saved))};
+    weight(uses, weight_index);
+    uses.push_back(write(at(Slot::kDBranch)));
+    add_grad(uses, weight_index);
+    add_grad(uses, bias_index);
+    return p_.compute(TaskRole::kPostNorm, op_.norm.backward, {}, uses);
+  }
   // The attention's saved outputs: the log-sum-exp (flash), or the scores with their dropout.
   void attention_state(TaskUses& uses, Access access) {
     if (ctx_.plan.attention == AttentionKind::kFlash) {
@@ -565,12 +574,7 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
       p_.compute(TaskRole::kMlpResidual, op_.residual.backward, {grad, params}, residual_uses);
   TensorId dout_mlp = dstream;
   if (norm_after(m_)) {
-    TaskUses uses{read(dstream), read(at(Slot::kPostMlpNormIn))};
-    weight(uses, lp_.post_mlp_norm_w);
-    uses.push_back(write(dbranch));
-    add_grad(uses, lp_.post_mlp_norm_w);
-    add_grad(uses, lp_.post_mlp_norm_b);
-    grad_in = p_.compute(TaskRole::kPostNorm, op_.norm.backward, {}, uses);
+    grad_in = post_norm_backward(lp_.post_mlp_norm_w, lp_.post_mlp_norm_b, Slot::kPostMlpNormIn);
     dout_mlp = dbranch;
   }
   TpGemm down{TaskRole::kMlpDown,    op_.mlp_down, op_.mlp_down_chunk, bwd, true, false,
@@ -622,12 +626,8 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
     add_grad(uses, lp_.out_b);
     attn_grad = p_.compute(TaskRole::kAttnResidual, op_.residual.backward, {}, uses);
     if (norm_after(m_)) {
-      TaskUses norm_uses{read(dstream), read(at(Slot::kPostAttnNormIn))};
-      weight(norm_uses, lp_.post_attn_norm_w);
-      norm_uses.push_back(write(dbranch));
-      add_grad(norm_uses, lp_.post_attn_norm_w);
-      add_grad(norm_uses, lp_.post_attn_norm_b);
-      attn_grad = p_.compute(TaskRole::kPostNorm, op_.norm.backward, {}, norm_uses);
+      attn_grad =
+          post_norm_backward(lp_.post_attn_norm_w, lp_.post_attn_norm_b, Slot::kPostAttnNormIn);
       dout_attn = dbranch;
     }
   } else if (sp) {
