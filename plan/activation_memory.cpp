@@ -180,12 +180,6 @@ int64_t layer_input_bytes(const ModelSpec& model, const ParallelPlan& plan) {
   return d.e * d.sb * model.hidden / d.rep;
 }
 
-int64_t head_activation_bytes(const ModelSpec& model, const ParallelPlan& plan) {
-  const Dims d = dims_of(plan);
-  const int64_t vocab_shard = (model.vocab + d.t - 1) / d.t;
-  return 2 * d.e * d.sb * model.hidden / d.rep + 4 * d.sb * vocab_shard;
-}
-
 // Megatron-LM's scatter/gather optimization (Narayanan et al. 2021, Sec. 4.1): the TP ranks of a
 // stage hold the same boundary activation, so each sends only its 1/t slice (over its own NIC)
 // and the receiver all-gathers the slices over NVLink; with sequence parallelism the slice is

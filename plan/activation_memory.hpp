@@ -79,9 +79,6 @@ int64_t stored_layer_activation_bytes(const ModelSpec& model, const ParallelPlan
 // The layer input kept as the checkpoint under full recompute: e sbh (/t with sequence parallel).
 int64_t layer_input_bytes(const ModelSpec& model, const ParallelPlan& plan);
 
-// The last stage's final norm input, LM head input and fp32 logits: 2e sbh (rep) + 4 sbv/t.
-int64_t head_activation_bytes(const ModelSpec& model, const ParallelPlan& plan);
-
 // One pipeline message (activations or their gradient): e sbh, /t with sequence parallel.
 int64_t pipeline_message_bytes(const ModelSpec& model, const ParallelPlan& plan);
 

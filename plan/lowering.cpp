@@ -507,21 +507,11 @@ LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& pla
   const LayerActivations act = layer_activations(model, plan);
   stored_bytes = stored_layer_activation_bytes(model, plan);
   full_layer_bytes = act.total();
-  scores_bytes = act.attention_scores;
   layer_input_bytes = strata::layer_input_bytes(model, plan);
-  head_bytes = head_activation_bytes(model, plan);
   pipe_bytes = pipeline_message_bytes(model, plan);
   fp8_gemm_weights = sizes.layer_gemm_weights;
-  // --fp8-param-gather: the GEMM weights are kept and gathered in FP8 (1 byte).
-  layer_param_bytes = sizes.layer * e - (plan.fp8_param_gather ? fp8_gemm_weights * (e - 1) : 0);
   // Delayed scaling's amaxes: input, weight and gradient of each FP8 GEMM, fp32, per layer.
   amax_bytes = 4 * 3 * 4;
-  embedding_param_bytes = sizes.embedding * e;
-  head_param_bytes = sizes.head * e;
-  // A tied LM head on the embedding's own stage uses the embedding's table: ZeRO 3 gathers it
-  // with the final norm.
-  const bool shares_table = model.tied_embeddings && plan.pp == 1;
-  head_gather_bytes = head_param_bytes + (shares_table ? sizes.vocab_shard * model.hidden * e : 0);
   prefetch_layers = prefetch_window_layers(plan, sizes.layer);
 }
 

@@ -69,17 +69,11 @@ struct LoweringContext {
   int64_t tp_message_bytes = 0;   // a (s b h) activation crossing a TP collective
   int64_t stored_bytes = 0;       // what a layer keeps for its backward (recompute mode)
   int64_t full_layer_bytes = 0;   // everything a layer stores without recompute
-  int64_t scores_bytes = 0;       // the attention scores selective recompute rebuilds
   int64_t layer_input_bytes = 0;  // the full-recompute checkpoint
-  int64_t head_bytes = 0;
-  int64_t pipe_bytes = 0;             // one pipeline message
-  int64_t layer_param_bytes = 0;      // a layer on one TP rank, working precision (ZeRO-3 gathers)
-  int64_t embedding_param_bytes = 0;  // the first stage's embedding on one TP rank
-  int64_t head_param_bytes = 0;       // the last stage's final norm and LM head on one TP rank
-  int64_t head_gather_bytes = 0;      // what ZeRO 3 gathers for the head (+ a shared table)
-  int64_t fp8_gemm_weights = 0;       // a layer's GEMM weights on one TP rank (FP8 when fp8)
-  int64_t amax_bytes = 0;             // FP8: one layer's amaxes, reduced after each pass
-  int64_t prefetch_layers = 1;        // ZeRO 3: layer gathers run ahead (prefetch_window_layers)
+  int64_t pipe_bytes = 0;         // one pipeline message
+  int64_t fp8_gemm_weights = 0;   // a layer's GEMM weights on one TP rank (FP8 when fp8)
+  int64_t amax_bytes = 0;         // FP8: one layer's amaxes, reduced after each pass
+  int64_t prefetch_layers = 1;    // ZeRO 3: layer gathers run ahead (prefetch_window_layers)
 
   // First global layer and layer count of model chunk `chunk` on `stage`.
   int64_t first_layer(int64_t stage, int64_t chunk) const {

@@ -83,9 +83,10 @@ enum class Slot : uint8_t {
   kDProjFp8,
   kDActInFp8,
   kDQkvFp8,
-  // The head (head_activation_bytes: the final norm's input and output, the fp32 logits), and
-  // its scratch: the gathered norm output (sequence parallel), the loss's per-token values and
-  // the logits' gradient.
+  // The head's stored tensors (the final norm's input and output, e sbh each, /t under sequence
+  // parallelism, and the fp32 logits of the vocabulary shard, 4 sb v/t), and its scratch: the
+  // gathered norm output (sequence parallel), the loss's per-token values and the logits'
+  // gradient.
   kHeadIn,
   kLmIn,
   kLogits,
