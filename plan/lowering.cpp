@@ -204,7 +204,7 @@ class PassLowering {
   // The LM head's weights: the last stage's matrix (and bias), or the embedding's table when a
   // tied head shares the embedding's stage.
   std::vector<TensorId> head_weights() const {
-    const size_t norm_params = ctx_.model.norm == NormKind::kLayerNorm ? 2 : 1;
+    const size_t norm_params = ctx_.final_norm_params;
     const std::vector<TensorId>& head = state_.head_block.readable();
     if (head.size() > norm_params)
       return {head.begin() + static_cast<long>(norm_params), head.end()};
@@ -213,7 +213,7 @@ class PassLowering {
   // The gradients the LM head's backward adds into, for `micro_batch`.
   std::vector<TensorId> head_grads(int64_t micro_batch) {
     RankProgram& p = state_.program;
-    const size_t norm_params = ctx_.model.norm == NormKind::kLayerNorm ? 2 : 1;
+    const size_t norm_params = ctx_.final_norm_params;
     const std::vector<TensorId>& head =
         state_.head_block.grads_of(p, ctx_.head_block, micro_batch, -1);
     if (head.size() > norm_params)
@@ -345,7 +345,7 @@ void PassLowering::forward(const PipelineWork& work) {
     p.alloc(Stream::kCompute, BufferClass::kHeadActivations, kept);
     const std::vector<TensorId>& head = state_.head_block.readable();
     TaskUses norm_uses{read(state_.stream)};
-    const size_t norm_params = ctx_.model.norm == NormKind::kLayerNorm ? 2 : 1;
+    const size_t norm_params = ctx_.final_norm_params;
     for (size_t i = 0; i < norm_params; ++i) norm_uses.push_back(read(head[i]));
     norm_uses.push_back(write(lm_in));
     norm_uses.push_back(write(head_in));
@@ -430,7 +430,7 @@ void PassLowering::backward(const PipelineWork& work) {
     const auto [reduced, dnorm] = tp_reduce(ctx_, state_, TaskRole::kLmHead, ctx_.tp_message_bytes,
                                             head, dlm_in, state_.scratch_of(slots, Slot::kDLmRows));
     TaskUses norm_uses{read(dnorm), read(head_in)};
-    const size_t norm_params = ctx_.model.norm == NormKind::kLayerNorm ? 2 : 1;
+    const size_t norm_params = ctx_.final_norm_params;
     const std::vector<TensorId>& weights = state_.head_block.readable();
     norm_uses.push_back(read(weights[0]));
     norm_uses.push_back(write(state_.dstream));
@@ -513,6 +513,7 @@ LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& pla
   // Delayed scaling's amaxes: input, weight and gradient of each FP8 GEMM, fp32, per layer.
   amax_bytes = 4 * 3 * 4;
   prefetch_layers = prefetch_window_layers(plan, sizes.layer);
+  final_norm_params = model.norm == NormKind::kLayerNorm ? 2 : 1;
 }
 
 TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,

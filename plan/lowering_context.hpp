@@ -74,6 +74,8 @@ struct LoweringContext {
   int64_t fp8_gemm_weights = 0;   // a layer's GEMM weights on one TP rank (FP8 when fp8)
   int64_t amax_bytes = 0;         // FP8: one layer's amaxes, reduced after each pass
   int64_t prefetch_layers = 1;    // ZeRO 3: layer gathers run ahead (prefetch_window_layers)
+  // The final norm's parameters, first in the head block: weight and bias (LayerNorm) or weight.
+  size_t final_norm_params = 1;
 
   // First global layer and layer count of model chunk `chunk` on `stage`.
   int64_t first_layer(int64_t stage, int64_t chunk) const {

@@ -281,7 +281,7 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
   // (Megatron-LM's embedding group): the table's, or the last stage's copy after the final norm.
   if (state.groups.embedding >= 0) {
     const bool first = !state.embedding_block.params.empty();
-    const size_t copy = ctx.model.norm == NormKind::kLayerNorm ? 2 : 1;
+    const size_t copy = ctx.final_norm_params;  // the head's table follows the final norm
     const TensorId grads =
         first ? state.embedding_block.grads.front() : state.head_block.grads[copy];
     state.grad_syncs.push_back(p.collective(TaskRole::kEmbeddingGradSync, Stream::kDpComm,
@@ -310,7 +310,7 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
       }
     }
     if (!state.head_block.grads.empty()) {
-      const size_t norm_params = ctx.model.norm == NormKind::kLayerNorm ? 2 : 1;
+      const size_t norm_params = ctx.final_norm_params;
       for (size_t i = 0; i < norm_params; ++i) uses.push_back(update(state.head_block.grads[i]));
     }
     state.grad_syncs.push_back(p.collective(TaskRole::kSequenceParallelGradSync, Stream::kTpComm,
