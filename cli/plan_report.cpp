@@ -135,8 +135,9 @@ std::string plan_summary(const CompiledPlan& c) {
       "{}",
       to_string(c.graph.mode()), c.graph.ranks().size(), c.graph.size(), kinds[0], kinds[1],
       kinds[2], kinds[3], kinds[4] > 0 ? fmt::format(", {} host copies", kinds[4]) : std::string(),
-      c.validation.ok() ? "valid (acyclic, p2p matched, collectives complete, memory >= 0)"
-                        : "INVALID"));
+      c.validation.ok()
+          ? "valid (acyclic, p2p matched, collectives complete, memory >= 0, no data hazards)"
+          : "INVALID"));
   add("");
   add("memory per GPU at each stage's peak (GiB = 2^30 bytes)");
   add(fmt::format("{:>5} {:>6} {:>12} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9}", "stage", "layers",

@@ -159,7 +159,9 @@ std::vector<StreamClock> stream_clocks(const TaskGraph& graph, std::vector<int32
   const auto n = static_cast<size_t>(graph.size());
   std::vector<StreamClock> clocks(n);
   position.assign(n, 0);
-  std::map<int32_t, StreamClock> next_position;  // per rank, per stream
+  int32_t ranks = 0;
+  for (const Task& t : graph.tasks()) ranks = std::max(ranks, t.rank + 1);
+  std::vector<StreamClock> next_position(static_cast<size_t>(ranks));  // by rank, per stream
   const std::vector<TaskId> previous = stream_predecessors(graph);
   for (TaskId id = 0; id < graph.size(); ++id) {
     const Task& t = graph.task(id);
@@ -173,7 +175,7 @@ std::vector<StreamClock> stream_clocks(const TaskGraph& graph, std::vector<int32
     for (const TaskId dep : graph.deps(id)) {
       if (graph.task(dep).rank == t.rank) join(dep);
     }
-    StreamClock& next = next_position.try_emplace(t.rank, StreamClock{}).first->second;
+    StreamClock& next = next_position[static_cast<size_t>(t.rank)];
     const auto stream = static_cast<size_t>(t.stream);
     position[static_cast<size_t>(id)] = next[stream]++;
     clock[stream] = position[static_cast<size_t>(id)];

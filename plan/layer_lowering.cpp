@@ -10,213 +10,11 @@
 #include "common/error.hpp"
 #include "plan/activation_memory.hpp"
 #include "plan/lowering_context.hpp"
+#include "plan/tp_gemm.hpp"
 
 namespace strata {
 
-LayerParams::LayerParams(const std::vector<ParamTensorSpec>& specs) {
-  const std::pair<const char*, int*> names[] = {{"norm1_w", &norm1_w},
-                                                {"norm1_b", &norm1_b},
-                                                {"qkv_w", &qkv_w},
-                                                {"qkv_b", &qkv_b},
-                                                {"q_norm_w", &q_norm_w},
-                                                {"k_norm_w", &k_norm_w},
-                                                {"out_w", &out_w},
-                                                {"out_b", &out_b},
-                                                {"post_attn_norm_w", &post_attn_norm_w},
-                                                {"post_attn_norm_b", &post_attn_norm_b},
-                                                {"norm2_w", &norm2_w},
-                                                {"norm2_b", &norm2_b},
-                                                {"up_w", &up_w},
-                                                {"up_b", &up_b},
-                                                {"down_w", &down_w},
-                                                {"down_b", &down_b},
-                                                {"post_mlp_norm_w", &post_mlp_norm_w},
-                                                {"post_mlp_norm_b", &post_mlp_norm_b}};
-  for (size_t i = 0; i < specs.size(); ++i) {
-    for (const auto& [name, index] : names) {
-      if (specs[i].name == name) *index = static_cast<int>(i);
-    }
-  }
-}
-
-RankState::StoredLayer& RankState::stored_for_backward(int64_t layer) {
-  std::deque<StoredLayer>& waiting = stored[static_cast<size_t>(layer)];
-  STRATA_ASSERT(!waiting.empty() && waiting.front().micro_batch == program.micro_batch(),
-                "a layer's backwards run in the order of its forwards");
-  return waiting.front();
-}
-
-TensorId RankState::scratch_of(const SlotTable& slots, Slot slot) {
-  TensorId& id = scratch[static_cast<size_t>(slot)];
-  if (id == kNoTensor) {
-    const int32_t shape = slots.shape[static_cast<size_t>(slot)];
-    STRATA_ASSERT(shape >= 0, "a slot the lowering uses has a shape under the plan");
-    id = program.tensor(TensorKind::kScratch, slots.name[static_cast<size_t>(slot)], shape, -1,
-                        program.micro_batch());
-  }
-  return id;
-}
-
-TaskId tp_collective(const LoweringContext& ctx, RankState& state, TaskRole role,
-                     CollectiveKind kind, int64_t bytes, TaskId dep,
-                     std::initializer_list<TensorUse> uses) {
-  if (ctx.plan.tp == 1) return dep;
-  return state.program.collective(role, Stream::kTpComm, kind, state.groups.tp, bytes, {dep}, uses);
-}
-
-std::pair<TaskId, TensorId> tp_reduce(const LoweringContext& ctx, RankState& state, TaskRole role,
-                                      int64_t bytes, TaskId dep, TensorId partial, TensorId rows) {
-  if (ctx.plan.tp == 1) return {dep, partial};
-  if (ctx.plan.sequence_parallel) {
-    return {tp_collective(ctx, state, role, CollectiveKind::kReduceScatter, bytes, dep,
-                          {read(partial), write(rows)}),
-            rows};
-  }
-  return {
-      tp_collective(ctx, state, role, CollectiveKind::kAllReduce, bytes, dep, {update(partial)}),
-      partial};
-}
-
 namespace {
-
-// One tensor-parallel product with the TP communication around it: the sequence-parallel
-// all-gather of its input (`gather_in`, of `gather_bytes`) and the reduction of its output
-// (`reduce_out`); under FP8 first the cast of its input (`cast`, an op, or -1).
-//
-// With --tp-comm-overlap (Transformer Engine's userbuffers, Megatron-LM's tp_comm_overlap) the
-// product runs as t chunks of s b / t rows and the collective as t - 1 ring-exchange steps of one
-// chunk each on the tp-comm stream: gathering, chunk 0 is the rank's own and chunk k waits only
-// for exchange step k, which started with the input; reducing, step k carries the partial sum of
-// chunk k - 1 while chunk k computes, and the next op waits for the last step. Only what a chunk's
-// GEMM does not cover is exposed, and the chunks pay the smaller GEMMs' efficiency and the
-// compute slowdown of the transfers beside them (the engine's comm_slowdown).
-//
-// Tensors: forward, the product reads `in` (its FP8 cast `cast_out`, its gather `gathered`) and
-// the weights, and writes `out` (adds into it with `accumulate`), and the layer's stored copy of
-// its input in `save_copy` when the product is the layer's first op; backward, it reads the
-// output gradient `in` and its forward input `saved_in` (one of the two gathered: the output
-// gradient of a row-parallel product, `saved_in` of a column-parallel one, `gather_saved`), the
-// weights, and writes the input gradient `out` and adds into the weight gradients (`params`).
-// The reduction reduces `out` in place, or scatters it into `reduced`.
-struct TpGemm {
-  TaskRole role;
-  const OpPair& whole;
-  const OpPair& chunk;
-  Direction direction;
-  bool gather_in = false;
-  bool reduce_out = false;
-  int32_t cast = -1;
-  int64_t gather_bytes = 0;
-  TaskId params = kNoTask;  // when the product is the layer's first op: the gathered weights
-  TensorId in = kNoTensor;
-  TensorId saved_in = kNoTensor;
-  bool gather_saved = false;
-  TensorId cast_out = kNoTensor;
-  TensorId gathered = kNoTensor;
-  TensorId out = kNoTensor;
-  bool accumulate = false;
-  TensorId reduced = kNoTensor;
-  TaskUses weights = {};  // forward: weights read; backward: read, then grads added
-  boost::container::small_vector<TensorId, 4> save_copy = {};  // forward: stored copies written
-};
-
-// The task the next op waits for and the tensor(s) holding the product's (reduced) result: under
-// the TP overlap a reduced product ends in two parts, the exchanged rows and the last chunk.
-struct GemmResult {
-  TaskId task = kNoTask;
-  TensorId out = kNoTensor;
-  TensorId last_chunk = kNoTensor;
-};
-
-// The uses of one product (or chunk) reading `first`, then `second` (backward), writing `out`.
-TaskUses gemm_uses(const TpGemm& g, TensorId first, TensorId second, TensorId out) {
-  TaskUses uses{read(first)};
-  if (second != kNoTensor) uses.push_back(read(second));
-  const bool forward = g.direction == Direction::kForward;
-  size_t weight_reads = 0;
-  while (weight_reads < g.weights.size() && g.weights[weight_reads].access() == Access::kRead)
-    ++weight_reads;
-  uses.insert(uses.end(), g.weights.begin(), g.weights.begin() + static_cast<long>(weight_reads));
-  if (out != kNoTensor) uses.push_back(g.accumulate ? update(out) : write(out));
-  if (forward) {
-    for (const TensorId copy : g.save_copy) uses.push_back(write(copy));
-  }
-  uses.insert(uses.end(), g.weights.begin() + static_cast<long>(weight_reads), g.weights.end());
-  return uses;
-}
-
-GemmResult tp_gemm(const LoweringContext& ctx, RankState& state, const TpGemm& g, TaskId input) {
-  RankProgram& p = state.program;
-  const bool forward = g.direction == Direction::kForward;
-  TensorId x = g.in;
-  if (g.cast >= 0) {
-    input = p.compute(TaskRole::kFp8Cast, g.cast, {input}, {read(x), write(g.cast_out)});
-    x = g.cast_out;
-  }
-  const bool gathers = g.gather_in && ctx.plan.sequence_parallel;
-  const TensorId gather_src = g.gather_saved ? g.saved_in : x;
-  // The product's operands once gathered: the input (forward), or the output gradient and the
-  // forward input (backward).
-  const TensorId first = gathers && !g.gather_saved ? g.gathered : x;
-  const TensorId second = forward ? kNoTensor : gathers && g.gather_saved ? g.gathered : g.saved_in;
-  if (!ctx.plan.overlap.tp_comm) {
-    const TaskId in =
-        gathers ? tp_collective(ctx, state, g.role, CollectiveKind::kAllGather, g.gather_bytes,
-                                input, {read(gather_src), write(g.gathered)})
-                : input;
-    const TaskUses uses = gemm_uses(g, first, second, g.out);
-    const TaskId gemm =
-        p.compute(g.role, forward ? g.whole.forward : g.whole.backward, {in, g.params}, uses);
-    if (!g.reduce_out) return {gemm, g.out};
-    const auto [reduce, result] =
-        tp_reduce(ctx, state, g.role, ctx.tp_message_bytes, gemm, g.out, g.reduced);
-    return {reduce, result};
-  }
-  const int64_t chunks = ctx.plan.tp;
-  const int32_t chunk_op = forward ? g.chunk.forward : g.chunk.backward;
-  // A chunk of s b / t rows of a gathered input or of the product's output.
-  const auto chunk_tensor = [&](Slot slot, int64_t k, TensorId like) {
-    TensorShape shape = p.graph().shape_of(like);
-    shape.dims[0] /= chunks;
-    return p.tensor(TensorKind::kScratch, ctx.slots.name[static_cast<size_t>(slot)],
-                    p.graph().add_shape(shape), -1, p.micro_batch(), static_cast<int16_t>(k));
-  };
-  const auto exchange = [&](TaskId after, int64_t bytes, std::initializer_list<TensorUse> uses) {
-    return p.collective(g.role, Stream::kTpComm, CollectiveKind::kRingExchange, state.groups.tp,
-                        bytes / chunks, {after}, uses);
-  };
-  // The gathering exchanges start with the input, one after another; the reducing ones follow
-  // each chunk's GEMM, behind them on the stream.
-  std::vector<TaskId> arrived(static_cast<size_t>(chunks), input);
-  std::vector<TensorId> pieces(static_cast<size_t>(chunks), gathers ? gather_src : kNoTensor);
-  if (gathers) {
-    for (int64_t k = 1; k < chunks; ++k) {
-      pieces[static_cast<size_t>(k)] = chunk_tensor(Slot::kGathered, k, g.gathered);
-      arrived[static_cast<size_t>(k)] =
-          exchange(k == 1 ? input : kNoTask, g.gather_bytes,
-                   {read(gather_src), write(pieces[static_cast<size_t>(k)])});
-    }
-  }
-  TaskId gemm = kNoTask;
-  TaskId reduced = kNoTask;
-  TensorId last_chunk = kNoTensor;
-  for (int64_t k = 0; k < chunks; ++k) {
-    const TensorId piece = pieces[static_cast<size_t>(k)];
-    const TensorId chunk_first = gathers && !g.gather_saved ? piece : first;
-    const TensorId chunk_second = gathers && g.gather_saved ? piece : second;
-    const TensorId chunk_out = g.reduce_out ? chunk_tensor(Slot::kProj, k, g.out) : g.out;
-    gemm = p.compute(g.role, chunk_op, {arrived[static_cast<size_t>(k)], g.params},
-                     gemm_uses(g, chunk_first, chunk_second, chunk_out));
-    if (g.reduce_out && k + 1 < chunks) {
-      // The first step starts the reduced rows; the later ones add into them.
-      reduced = exchange(gemm, ctx.tp_message_bytes,
-                         {read(chunk_out), k == 0 ? write(g.reduced) : update(g.reduced)});
-    }
-    last_chunk = chunk_out;
-  }
-  if (!g.reduce_out) return {gemm, g.out};
-  return {reduced, g.reduced, last_chunk};
-}
 
 // Under FP8, Transformer Engine gathers the inputs of column-parallel GEMMs in FP8 (the norm
 // writes them cast): half the bytes.
@@ -620,9 +418,11 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
   TensorId dout_attn = dstream;
   if (!parallel) {
     TaskUses uses{read(dstream)};
-    // A post-norm block's MLP reads the stream itself: its input gradient joins the stream's.
-    if (!norm_before_mlp(m_)) uses.push_back(read(up_result.out));
-    if (!norm_before_mlp(m_)) uses.push_back(update(dstream));
+    if (!norm_before_mlp(m_)) {
+      // A post-norm block's MLP reads the stream itself: its input gradient joins the stream's.
+      uses.push_back(read(up_result.out));
+      uses.push_back(update(dstream));
+    }
     add_grad(uses, lp_.out_b);
     attn_grad = p_.compute(TaskRole::kAttnResidual, op_.residual.backward, {}, uses);
     if (norm_after(m_)) {

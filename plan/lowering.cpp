@@ -14,6 +14,7 @@
 #include "plan/lowering_context.hpp"
 #include "plan/op_shapes.hpp"
 #include "plan/schedule.hpp"
+#include "plan/tp_gemm.hpp"
 
 namespace strata {
 

@@ -4,8 +4,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <map>
-#include <utility>
 #include <vector>
 
 #include "models/model_spec.hpp"
@@ -193,15 +191,6 @@ TaskId lower_layer_forward(const LoweringContext& ctx, RankState& state, int64_t
                            TaskId input, TaskId params);
 TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_t layer,
                             TaskId grad, TaskId params);
-
-// A TP collective after `dep` on the tp-comm stream, using `uses`; returns `dep` when tp == 1.
-TaskId tp_collective(const LoweringContext& ctx, RankState& state, TaskRole role,
-                     CollectiveKind kind, int64_t bytes, TaskId dep,
-                     std::initializer_list<TensorUse> uses);
-// A TP reduction of `partial` after `dep`: an all-reduce in place, or under sequence parallelism
-// a reduce-scatter into `rows`. Returns the task and the tensor that holds the result.
-std::pair<TaskId, TensorId> tp_reduce(const LoweringContext& ctx, RankState& state, TaskRole role,
-                                      int64_t bytes, TaskId dep, TensorId partial, TensorId rows);
 
 // Data-parallel and step lowering (step_lowering.cpp).
 // Whether each block's parameters are gathered before use: ZeRO 3 over dp, or copied up from host

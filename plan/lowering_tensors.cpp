@@ -69,8 +69,6 @@ constexpr std::array<const char*, kSlotCount> kSlotNames = {
     "grad_norm",          // kGradNorm
 };
 
-int64_t shard(int64_t elements, int64_t dp) { return (elements + dp - 1) / dp; }
-
 }  // namespace
 
 SlotTable::SlotTable(const ModelSpec& model, const ParallelPlan& plan, TaskGraph& graph) {
@@ -158,14 +156,14 @@ BlockSpec::BlockSpec(const std::vector<ParamTensorSpec>& specs, const ParallelPl
     const int64_t n = p.elements();
     const TensorShape whole{{p.rows, p.cols, 1, 1}, param_dtype};
     param.push_back(graph.add_shape(
-        plan.zero_stage >= 3 ? TensorShape{{shard(n, dp), 1, 1, 1}, param_dtype} : whole));
+        plan.zero_stage >= 3 ? TensorShape{{sharded(n, dp), 1, 1, 1}, param_dtype} : whole));
     const bool fp8 = p.gemm_weight && plan.fp8_param_gather;
     gathered.push_back(graph.add_shape({whole.dims, fp8 ? DType::kFp8 : plan.dtype}));
     micro_batch_grad.push_back(graph.add_shape({whole.dims, grad_dtype}));
     grad.push_back(graph.add_shape(plan.zero_stage >= 2
-                                       ? TensorShape{{shard(n, dp), 1, 1, 1}, grad_dtype}
+                                       ? TensorShape{{sharded(n, dp), 1, 1, 1}, grad_dtype}
                                        : TensorShape{whole.dims, grad_dtype}));
-    const int64_t states_of = plan.zero_stage >= 1 ? shard(n, dp) : n;
+    const int64_t states_of = plan.zero_stage >= 1 ? sharded(n, dp) : n;
     states.push_back(graph.add_shape({{states_of, bytes.optimizer, 1, 1}, DType::kU8}));
   }
 }

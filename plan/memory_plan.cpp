@@ -10,8 +10,6 @@ namespace strata {
 
 namespace {
 
-int64_t sharded(int64_t bytes, int64_t shards) { return (bytes + shards - 1) / shards; }
-
 // Transformer Engine's FP8 copy of each layer GEMM weight and its transpose (1 + 1 bytes), kept
 // beside the 16-bit weights across micro-batches; --fp8-param-gather keeps the weights in FP8
 // instead, with no 16-bit copy: the same 2 bytes as the 16-bit weights (so nothing is added).

@@ -38,6 +38,9 @@ struct StateBytesPerParameter {
 };
 StateBytesPerParameter state_bytes_per_parameter(DType dtype, const Precision& precision);
 
+// One rank's share of `count` (bytes or elements) split over `shards` ZeRO ranks, rounded up.
+inline int64_t sharded(int64_t count, int64_t shards) { return (count + shards - 1) / shards; }
+
 // Bytes of model states one GPU holds for `parameters` (its share before ZeRO sharding).
 ModelStateBytes model_state_bytes(int64_t parameters, int64_t dp, int64_t zero_stage, DType dtype,
                                   const Precision& precision);

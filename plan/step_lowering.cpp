@@ -13,9 +13,7 @@ namespace strata {
 namespace {
 
 // This rank's 1/dp share of `bytes` (a ZeRO shard).
-int64_t shard_of(const LoweringContext& ctx, int64_t bytes) {
-  return (bytes + ctx.plan.dp - 1) / ctx.plan.dp;
-}
+int64_t shard_of(const LoweringContext& ctx, int64_t bytes) { return sharded(bytes, ctx.plan.dp); }
 
 // ZeRO 1 and 2 all-gather each bucket's updated parameters (16-bit) after the optimizer step.
 bool gathers_updated_parameters(const LoweringContext& ctx) {
