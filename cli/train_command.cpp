@@ -276,7 +276,9 @@ int run_train(TrainCommandOptions& options) {
 void add_train_command(CLI::App& app, std::function<int()>& run) {
   auto options = std::make_shared<TrainCommandOptions>();
   CLI::App* command = app.add_subcommand(
-      "train", "Run a plan for real: train a GPT-2-style model on byte-level text, rank by rank");
+      "train",
+      "Run a plan for real: train a GPT-2- or Llama-style model on byte-level text, rank by "
+      "rank");
   add_plan_flags(*command, options->flags);
   command->add_option("--backend", options->backend, "Where ranks compute (cpu)")->type_name("cpu");
   command

@@ -1,5 +1,6 @@
 #pragma once
-// `strata train`: run a plan for real (exec/), training a GPT-2-style model on byte-level text.
+// `strata train`: run a plan for real (exec/), training a GPT-2- or Llama-style model on byte-level
+// text.
 
 #include <functional>
 

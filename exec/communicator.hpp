@@ -1,8 +1,9 @@
 #pragma once
 // Communicator: the collectives and point-to-point messages a rank of the executor runs over a
-// group of ranks (docs/design.md, "Executor"). Implementations: in-process (ranks are threads of one
-// process; exec/inprocess_communicator.hpp), MPI (ranks are processes; exec/mpi_communicator.hpp);
-// NCCL and a loopback communicator follow with the CUDA backend, behind the same interface.
+// group of ranks (docs/design.md, "Executor"). Implementations: in-process (ranks are threads of
+// one process; exec/inprocess_communicator.hpp), MPI (ranks are processes;
+// exec/mpi_communicator.hpp); NCCL and a loopback communicator follow with the CUDA backend, behind
+// the same interface.
 //
 // Contract, the same for every implementation:
 //  - A group is the ascending list of the global ranks taking part; the calling rank is one of
@@ -22,9 +23,9 @@
 #include <span>
 #include <vector>
 
-namespace strata {
+#include "plan/task_graph.hpp"  // ReduceOp
 
-enum class ReduceOp : uint8_t { kSum, kMax };
+namespace strata {
 
 using RankGroup = std::span<const int32_t>;
 

@@ -7,11 +7,12 @@
 
 #include "common/error.hpp"
 #include "exec/data_loader.hpp"
+#include "plan/param_tensors.hpp"
 
 namespace strata {
 
 int64_t ParamSpec::shard_rows(int64_t tp) const {
-  return shard == TpShard::kRows || shard == TpShard::kQkvRows ? rows / tp : rows;
+  return shard == TpShard::kRows || shard == TpShard::kPartRows ? rows / tp : rows;
 }
 
 int64_t ParamSpec::shard_cols(int64_t tp) const {
@@ -26,9 +27,16 @@ ParamSpec::FullPosition ParamSpec::full_position(int64_t row, int64_t tp_rank, i
       return {tp_rank * shard_rows(tp) + row, 0};
     case TpShard::kColumns:
       return {row, tp_rank * shard_cols(tp)};
-    case TpShard::kQkvRows: {
-      const int64_t part_rows = shard_rows(tp) / 3;  // this rank's rows of Q (or K, or V)
-      return {(row / part_rows) * (rows / 3) + tp_rank * part_rows + row % part_rows, 0};
+    case TpShard::kPartRows: {
+      // The shard is this rank's rows of each part, one part after another.
+      int64_t full_start = 0;
+      for (const int64_t part : parts) {
+        const int64_t part_rows = part / tp;
+        if (row < part_rows) return {full_start + tp_rank * part_rows + row, 0};
+        row -= part_rows;
+        full_start += part;
+      }
+      STRATA_ASSERT(false, fmt::format("{}: row past its parts", name));
     }
   }
   return {row, 0};
@@ -37,26 +45,25 @@ ParamSpec::FullPosition ParamSpec::full_position(int64_t row, int64_t tp_rank, i
 void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
                             const std::string& where) {
   const auto refuse = [&](const char* field, const std::string& problem) {
-    throw InputError(where, field, problem,
-                     "run a GPT-2-style model (tiny-gpt, gpt2-124m, or a JSON model with "
-                     "layernorm, gelu, learned positions, biases and no dropout)");
+    throw InputError(
+        where, field, problem,
+        "run a pre-norm decoder without dropout (tiny-gpt, tiny-llama, gpt2-124m, or a "
+        "JSON model like them)");
   };
-  if (model.norm != NormKind::kLayerNorm) refuse("norm", "the CPU executor runs LayerNorm only");
-  if (model.mlp != MlpKind::kGelu) refuse("mlp", "the CPU executor runs the GELU MLP only");
-  if (model.position != PositionKind::kLearned)
-    refuse("position", "the CPU executor runs learned positions only");
-  if (model.kv_heads != model.heads)
-    refuse("kv_heads", "the CPU executor runs multi-head attention only (kv_heads == heads)");
+  if (model.mlp == MlpKind::kGeGlu) refuse("mlp", "the CPU executor has no GeGLU kernel");
   if (model.dropout) refuse("dropout", "the CPU executor has no dropout kernel");
-  if (!model.qkv_bias || !model.out_bias || !model.linear_bias || model.head_bias)
-    refuse("linear_bias", "the CPU executor runs GPT-2's biased projections only");
+  if (model.head_bias) refuse("head_bias", "the CPU executor runs LM heads without a bias");
   if (model.block != LayerBlock::kPreNorm)
-    refuse("block", "the CPU executor runs GPT-2's pre-norm block only");
+    refuse("block", "the CPU executor runs the pre-norm block only");
   if (model.qk_norm != QkNorm::kNone) refuse("qk_norm", "the CPU executor has no QK-norm");
-  if (model.head_size != 0 && model.head_size * model.heads != model.hidden)
-    refuse("head_dim", "the CPU executor runs heads of hidden / heads only");
   if (model.sliding_window != 0)
     refuse("sliding_window", "the CPU executor runs full causal attention only");
+  if (model.kv_heads % plan.tp != 0) {
+    throw InputError(
+        where, "tp (--tp)",
+        fmt::format("{} does not divide the {} key/value heads", plan.tp, model.kv_heads),
+        "choose a tp that divides kv_heads");
+  }
   if (plan.recompute_layers > 0) {
     throw InputError(where, "recompute_layers (--recompute-num-layers)",
                      "the CPU executor recomputes every layer or none",
@@ -74,6 +81,12 @@ void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
                      "(selective), not torchtitan's op-level policy",
                      "use --recompute full, selective or none");
   }
+  if (plan.fp8 != Fp8Format::kNone) {
+    throw InputError(where, "fp8 (--fp8-format)",
+                     "the CPU executor trains in fp32: FP8 GEMMs are predicted by strata simulate, "
+                     "not run",
+                     "drop --fp8-format");
+  }
   if (plan.offload.optimizer || plan.offload.params) {
     throw InputError(where,
                      plan.offload.optimizer ? "offload_optimizer (--offload-optimizer)"
@@ -82,7 +95,7 @@ void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
                      "by strata simulate, not run",
                      "drop the offload flags (or the offload_* keys of the DeepSpeed config)");
   }
-  if (plan.seq_len > model.max_seq) {
+  if (model.position == PositionKind::kLearned && plan.seq_len > model.max_seq) {
     throw InputError("command line", "seq_len (--seq-len)",
                      fmt::format("{} is longer than the model's {} learned positions", plan.seq_len,
                                  model.max_seq),
@@ -105,35 +118,68 @@ void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
 namespace {
 
 ParamSpec weight(std::string name, int64_t rows, int64_t cols, TpShard shard, double std) {
-  ParamSpec spec{name, rows, cols, shard, std, 0.0f, true, true, name};
+  ParamSpec spec;
+  spec.name = spec.init_key = std::move(name);
+  spec.rows = rows;
+  spec.cols = cols;
+  spec.shard = shard;
+  spec.init_std = std;
+  spec.weight_decay = true;
   return spec;
 }
 
 ParamSpec vector(std::string name, int64_t size, TpShard shard, float value) {
-  ParamSpec spec{name, size, 1, shard, 0.0, value, false, true, name};
+  ParamSpec spec;
+  spec.name = spec.init_key = std::move(name);
+  spec.rows = size;
+  spec.shard = shard;
+  spec.init_value = value;
   return spec;
 }
 
-ParamBlock layer_block(const ModelSpec& m, int64_t layer) {
+// A tensor of the task graph's block (`spec`, plan/param_tensors.hpp) as the executor holds and
+// initializes it, named `prefix` + its name.
+ParamSpec param_spec(const ModelSpec& m, const ParamTensorSpec& spec, const std::string& prefix) {
   const int64_t c = m.hidden;
   const int64_t f = m.ffn_hidden;
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(m.layers));
-  const std::string p = fmt::format("layer{}.", layer);
-  ParamBlock block{BlockKind::kLayer, layer, {}};
-  block.params = {
-      vector(p + "ln1_w", c, TpShard::kReplicated, 1.0f),
-      vector(p + "ln1_b", c, TpShard::kReplicated, 0.0f),
-      weight(p + "qkv_w", 3 * c, c, TpShard::kQkvRows, 0.02),
-      vector(p + "qkv_b", 3 * c, TpShard::kQkvRows, 0.0f),
-      weight(p + "attn_proj_w", c, c, TpShard::kColumns, residual_std),
-      vector(p + "attn_proj_b", c, TpShard::kReplicated, 0.0f),
-      vector(p + "ln2_w", c, TpShard::kReplicated, 1.0f),
-      vector(p + "ln2_b", c, TpShard::kReplicated, 0.0f),
-      weight(p + "fc_w", f, c, TpShard::kRows, 0.02),
-      vector(p + "fc_b", f, TpShard::kRows, 0.0f),
-      weight(p + "fc_proj_w", c, f, TpShard::kColumns, residual_std),
-      vector(p + "fc_proj_b", c, TpShard::kReplicated, 0.0f),
+  const std::string name = prefix + spec.name;
+  const auto parts = [&](std::vector<int64_t> rows, int64_t cols, double std) {
+    int64_t total = 0;
+    for (const int64_t part : rows) total += part;
+    ParamSpec p = cols > 1 ? weight(name, total, cols, TpShard::kPartRows, std)
+                           : vector(name, total, TpShard::kPartRows, 0.0f);
+    p.parts = std::move(rows);
+    return p;
   };
+  const std::vector<int64_t> qkv_parts{m.q_hidden(), m.kv_hidden(), m.kv_hidden()};
+  const std::vector<int64_t> up_parts =
+      m.gated_mlp() ? std::vector<int64_t>{f, f} : std::vector<int64_t>{f};
+  if (spec.name == "qkv_w") return parts(qkv_parts, c, 0.02);
+  if (spec.name == "qkv_b") return parts(qkv_parts, 1, 0);
+  if (spec.name == "up_w") return parts(up_parts, c, 0.02);
+  if (spec.name == "up_b") return parts(up_parts, 1, 0);
+  if (spec.name == "out_w") return weight(name, c, m.q_hidden(), TpShard::kColumns, residual_std);
+  if (spec.name == "down_w") return weight(name, c, f, TpShard::kColumns, residual_std);
+  if (spec.name == "wte" || spec.name == "head_w")
+    return weight(name, m.vocab, c, TpShard::kRows, 0.02);
+  if (spec.name == "wpe") return weight(name, m.max_seq, c, TpShard::kReplicated, 0.01);
+  STRATA_ASSERT(spec.cols == 1 && spec.replicated,
+                fmt::format("the executor has no initializer for {}", name));
+  // Norm gains start at 1, biases at 0.
+  const bool gain = spec.name.ends_with("norm_w") || spec.name.ends_with("norm1_w") ||
+                    spec.name.ends_with("norm2_w");
+  return vector(name, spec.rows, TpShard::kReplicated, gain ? 1.0f : 0.0f);
+}
+
+ParamBlock param_block(const ModelSpec& m, const ParallelPlan& plan, BlockKind kind, int64_t layer,
+                       const std::vector<ParamTensorSpec>& specs, const std::string& prefix) {
+  ParamBlock block{kind, layer, {}};
+  for (const ParamTensorSpec& spec : specs) {
+    block.params.push_back(param_spec(m, spec, prefix));
+    STRATA_ASSERT(block.params.back().shard_size(plan.tp) == spec.elements(),
+                  fmt::format("{}: the executor's shard is the graph's", block.params.back().name));
+  }
   return block;
 }
 
@@ -159,32 +205,29 @@ uint64_t fnv1a(const std::string& text) {
 
 std::vector<ParamBlock> rank_param_blocks(const ModelSpec& model, const ParallelPlan& plan,
                                           int64_t stage, int64_t tp_rank) {
-  const int64_t c = model.hidden;
   std::vector<ParamBlock> blocks;
+  const std::vector<ParamTensorSpec> layer_specs = layer_param_specs(model, plan);
   for (int64_t chunk = 0; chunk < plan.vpp; ++chunk) {
     const ChunkLayers layers = chunk_layers(plan, model, stage, chunk);
-    for (int64_t l = layers.first; l < layers.first + layers.count; ++l)
-      blocks.push_back(layer_block(model, l));
+    for (int64_t l = layers.first; l < layers.first + layers.count; ++l) {
+      blocks.push_back(
+          param_block(model, plan, BlockKind::kLayer, l, layer_specs, fmt::format("layer{}.", l)));
+    }
   }
   if (stage == 0) {
-    ParamBlock block{BlockKind::kEmbedding, -1, {}};
-    block.params = {weight("wte", model.vocab, c, TpShard::kRows, 0.02),
-                    weight("wpe", model.max_seq, c, TpShard::kReplicated, 0.01)};
-    blocks.push_back(std::move(block));
+    blocks.push_back(param_block(model, plan, BlockKind::kEmbedding, -1,
+                                 embedding_param_specs(model, plan), ""));
   }
   if (stage == plan.pp - 1) {
-    ParamBlock block{BlockKind::kHead, -1, {}};
-    block.params = {vector("lnf_w", c, TpShard::kReplicated, 1.0f),
-                    vector("lnf_b", c, TpShard::kReplicated, 0.0f)};
-    if (!model.tied_embeddings) {
-      block.params.push_back(weight("lm_head", model.vocab, c, TpShard::kRows, 0.02));
-    } else if (plan.pp > 1) {
+    ParamBlock block =
+        param_block(model, plan, BlockKind::kHead, -1, head_param_specs(model, plan), "head.");
+    if (model.tied_embeddings && plan.pp > 1) {
       // Megatron-LM keeps a copy of a tied embedding on the last stage, initialized equal and
       // kept equal by summing the two copies' gradients (the embedding group).
-      ParamSpec copy = weight("head.wte", model.vocab, c, TpShard::kRows, 0.02);
+      ParamSpec& copy = block.params.back();
+      copy.name = "head.wte";
       copy.init_key = "wte";
       copy.counts_in_norm = false;
-      block.params.push_back(std::move(copy));
     }
     blocks.push_back(std::move(block));
   }

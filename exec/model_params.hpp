@@ -1,13 +1,14 @@
 #pragma once
-// The parameters of a GPT-2-style model as one rank holds them: which tensors make up each block
-// (a transformer layer, the first stage's embedding, the last stage's head), their full shapes,
-// how Megatron-LM's tensor parallelism shards them, and their initial values.
+// The parameters of a model the executor runs as one rank holds them: the task graph's tensors of
+// each block (a transformer layer, the first stage's embedding, the last stage's head;
+// plan/param_tensors.hpp), their full shapes, how Megatron-LM's tensor parallelism shards them,
+// and their initial values.
 //
-// Initialization is GPT-2's (Radford et al. 2019, as llm.c and nanoGPT do it): weights
-// N(0, 0.02), the two residual projections N(0, 0.02 / sqrt(2 L)), positions N(0, 0.01), biases
-// 0, norm gains 1. Every value is drawn from (seed, tensor name, element index) by a
-// counter-based generator over the FULL tensor, then the rank takes its shard, so a tensor's
-// values never depend on the plan.
+// Initialization is GPT-2's (Radford et al. 2019, as llm.c and nanoGPT do it), for Llama's
+// tensors as well: weights N(0, 0.02), the two residual projections N(0, 0.02 / sqrt(2 L)),
+// positions N(0, 0.01), biases 0, norm gains 1. Every value is drawn from (seed, tensor name,
+// element index) by a counter-based generator over the FULL tensor, then the rank takes its shard,
+// so a tensor's values never depend on the plan.
 
 #include <cstdint>
 #include <string>
@@ -24,8 +25,8 @@ enum class TpShard : uint8_t {
   kRows,        // rank r holds rows [r rows/t, (r+1) rows/t): column-parallel weights, biases,
                 // the vocabulary-parallel embedding
   kColumns,     // rank r holds columns [r cols/t, (r+1) cols/t): row-parallel weights
-  kQkvRows,     // rows in three equal parts (Q, K, V), each split as kRows: a rank keeps its
-                // heads of each
+  kPartRows,    // rows in parts (Q, K and V; a gated MLP's gate and up), each split as kRows: a
+                // rank keeps its heads of each (ParamSpec::parts)
 };
 
 struct ParamSpec {
@@ -42,6 +43,7 @@ struct ParamSpec {
   // The RNG stream of the initial values (the first stage's embedding and the last stage's tied
   // copy share one, so both start equal).
   std::string init_key;
+  std::vector<int64_t> parts;  // kPartRows: the full rows of each part, in order
 
   int64_t shard_rows(int64_t tp) const;
   int64_t shard_cols(int64_t tp) const;
@@ -65,33 +67,16 @@ struct ParamBlock {
   std::vector<ParamSpec> params;
 };
 
-// The order of a layer block's tensors; the runtime indexes them by these names.
-enum LayerParam : int {
-  kLn1W,
-  kLn1B,
-  kQkvW,
-  kQkvB,
-  kAttnProjW,
-  kAttnProjB,
-  kLn2W,
-  kLn2B,
-  kFcW,
-  kFcB,
-  kFcProjW,
-  kFcProjB,
-  kLayerParamCount
-};
-enum EmbeddingParam : int { kWte, kWpe };
-enum HeadParam : int { kLnfW, kLnfB, kHeadWte };  // kHeadWte: tied copy (pp > 1) or untied head
-
-// Throws InputError (naming `where` and the field) for models the CPU executor cannot run: only
-// GPT-2-style decoders (LayerNorm, GELU, learned positions, multi-head attention, no dropout,
-// biases on) whose heads, ffn and vocabulary divide by tp.
+// Throws InputError (naming `where` and the field) for models the CPU executor cannot run: pre-norm
+// decoders (LayerNorm or RMSNorm; GELU or SwiGLU; learned or rotary positions; multi-head or
+// grouped-query attention; with or without biases) without dropout, QK-norm or windows, whose
+// heads, ffn and vocabulary divide by tp.
 void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
                             const std::string& where);
 
 // The blocks a rank of pipeline stage `stage` and TP rank `tp_rank` holds, in a fixed order:
-// its layers (ascending), then the embedding (first stage), then the head (last stage).
+// its layers (ascending), then the embedding (first stage), then the head (last stage). Each
+// block's tensors are the task graph's, in its order (plan/param_tensors.hpp).
 std::vector<ParamBlock> rank_param_blocks(const ModelSpec& model, const ParallelPlan& plan,
                                           int64_t stage, int64_t tp_rank);
 

@@ -69,12 +69,6 @@ float* ParamStore::staging(DeviceTensor& buffer, int64_t elements) {
 
 namespace {
 
-int64_t block_chunk_elements(const BlockState& block) {
-  int64_t elements = 0;
-  for (const ParamState& p : block.params) elements += p.chunk;
-  return elements;
-}
-
 // Elements of chunk `member` of a tensor that exist (the last chunk may be short or empty).
 int64_t chunk_extent(const ParamState& p, int64_t member) {
   return std::max<int64_t>(0, std::min(p.chunk, p.size - member * p.chunk));
@@ -82,75 +76,73 @@ int64_t chunk_extent(const ParamState& p, int64_t member) {
 
 }  // namespace
 
-void ParamStore::reduce_gradients(BlockState& block, Communicator& comm, RankGroup dp_group) {
+void ParamStore::reduce_gradients(std::span<const GradientSource> sources, Communicator& comm,
+                                  RankGroup dp_group) {
   if (zero_ == 0) {
     int64_t total = 0;
-    for (const ParamState& p : block.params) total += p.size;
+    for (const GradientSource& g : sources) total += g.param->size;
     float* buffer = staging(send_, total);
     int64_t offset = 0;
-    for (const ParamState& p : block.params) {
-      backend_.copy(buffer + offset, p.grad.data(), p.size);
-      offset += p.size;
+    for (const GradientSource& g : sources) {
+      backend_.copy(buffer + offset, g.grad, g.param->size);
+      offset += g.param->size;
     }
     comm.all_reduce(std::span(buffer, static_cast<size_t>(total)), dp_group, ReduceOp::kSum);
     offset = 0;
-    for (ParamState& p : block.params) {
-      backend_.copy(p.grad.data(), buffer + offset, p.size);
-      offset += p.size;
+    for (const GradientSource& g : sources) {
+      backend_.copy(g.grad, buffer + offset, g.param->size);
+      offset += g.param->size;
     }
     return;
   }
-  const int64_t per_member = block_chunk_elements(block);
+  int64_t per_member = 0;
+  for (const GradientSource& g : sources) per_member += g.param->chunk;
   float* send = staging(send_, per_member * dp_);
   float* recv = staging(recv_, per_member);
   backend_.fill_zero(send, per_member * dp_);
   int64_t offset = 0;
   for (int64_t member = 0; member < dp_; ++member) {
-    for (const ParamState& p : block.params) {
-      const int64_t extent = chunk_extent(p, member);
-      if (extent > 0) backend_.copy(send + offset, p.grad.data() + member * p.chunk, extent);
-      offset += p.chunk;
+    for (const GradientSource& g : sources) {
+      const int64_t extent = chunk_extent(*g.param, member);
+      if (extent > 0) backend_.copy(send + offset, g.grad + member * g.param->chunk, extent);
+      offset += g.param->chunk;
     }
   }
   comm.reduce_scatter(std::span<const float>(send, static_cast<size_t>(per_member * dp_)),
                       std::span(recv, static_cast<size_t>(per_member)), dp_group);
   offset = 0;
-  for (ParamState& p : block.params) {
-    backend_.accumulate(p.chunk_grad.data(), recv + offset, p.chunk);
-    offset += p.chunk;
-    // ZeRO 2 and 3 keep no full gradient between micro-batches.
-    if (zero_ >= 2) backend_.fill_zero(p.grad.data(), p.size);
+  for (const GradientSource& g : sources) {
+    backend_.accumulate(g.param->chunk_grad.data(), recv + offset, g.param->chunk);
+    offset += g.param->chunk;
+    // ZeRO 2 and 3 reduce each micro-batch's gradient, which starts the next step at zero.
+    if (zero_ >= 2) backend_.fill_zero(g.grad, g.param->size);
   }
 }
 
-void ParamStore::gather_params(BlockState& block, Communicator& comm, RankGroup dp_group) {
+void ParamStore::gather_params(std::span<ParamState* const> params, Communicator& comm,
+                               RankGroup dp_group) {
   STRATA_ASSERT(zero_ >= 1, "parameters are gathered under ZeRO 1-3 only");
-  const int64_t per_member = block_chunk_elements(block);
+  int64_t per_member = 0;
+  for (const ParamState* p : params) per_member += p->chunk;
   float* send = staging(send_, per_member);
   float* recv = staging(recv_, per_member * dp_);
   int64_t offset = 0;
-  for (const ParamState& p : block.params) {
-    backend_.copy(send + offset, p.master.data(), p.chunk);
-    offset += p.chunk;
+  for (const ParamState* p : params) {
+    backend_.copy(send + offset, p->master.data(), p->chunk);
+    offset += p->chunk;
   }
   comm.all_gather(std::span<const float>(send, static_cast<size_t>(per_member)),
                   std::span(recv, static_cast<size_t>(per_member * dp_)), dp_group);
-  for (ParamState& p : block.params) {
-    if (!p.param.allocated()) p.param = DeviceTensor(backend_, p.size);
-  }
   offset = 0;
   for (int64_t member = 0; member < dp_; ++member) {
-    for (ParamState& p : block.params) {
-      const int64_t extent = chunk_extent(p, member);
-      if (extent > 0) backend_.copy(p.param.data() + member * p.chunk, recv + offset, extent);
-      offset += p.chunk;
+    for (ParamState* p : params) {
+      STRATA_ASSERT(p->param.allocated(),
+                    fmt::format("{} is gathered into memory allocated for it", p->spec.name));
+      const int64_t extent = chunk_extent(*p, member);
+      if (extent > 0) backend_.copy(p->param.data() + member * p->chunk, recv + offset, extent);
+      offset += p->chunk;
     }
   }
-}
-
-void ParamStore::release_params(BlockState& block) {
-  STRATA_ASSERT(zero_ == 3, "only ZeRO 3 releases parameters");
-  for (ParamState& p : block.params) p.param.reset();
 }
 
 double ParamStore::gradient_sum_of_squares() {

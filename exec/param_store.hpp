@@ -17,6 +17,7 @@
 // With dp == 1 every stage behaves as ZeRO 0 (the plan compiler emits no DP collectives).
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "exec/backend.hpp"
@@ -55,14 +56,18 @@ class ParamStore {
   BlockState* head() { return find(BlockKind::kHead); }
   std::vector<BlockState>& blocks() { return blocks_; }
 
-  // DP gradient reduction of a block: all-reduce (ZeRO 0) or reduce-scatter into the owned
-  // chunks (ZeRO >= 1; ZeRO 2 and 3 then clear the full gradients for the next micro-batch).
-  void reduce_gradients(BlockState& block, Communicator& comm, RankGroup dp_group);
+  // DP gradient reduction of full gradients (`grad`, each the size of its parameter's TP shard:
+  // the step's, or one micro-batch's under ZeRO 2 and 3): all-reduce in place (ZeRO 0) or
+  // reduce-scatter, adding into the owned chunks (ZeRO >= 1; ZeRO 2 and 3 then clear `grad`).
+  struct GradientSource {
+    ParamState* param = nullptr;
+    float* grad = nullptr;
+  };
+  void reduce_gradients(std::span<const GradientSource> sources, Communicator& comm,
+                        RankGroup dp_group);
   // All-gather the owned chunks into the full params (ZeRO 1 and 2 after the step, ZeRO 3
-  // before a block's forward or backward, allocating them).
-  void gather_params(BlockState& block, Communicator& comm, RankGroup dp_group);
-  // ZeRO 3: frees a block's full params after use.
-  void release_params(BlockState& block);
+  // before a block's forward or backward, into memory allocated for them).
+  void gather_params(std::span<ParamState* const> params, Communicator& comm, RankGroup dp_group);
   // The gradient this rank reduces further or updates with: the full one under ZeRO 0, the owned
   // chunk otherwise.
   float* reduced_grad(ParamState& p) { return zero_ == 0 ? p.grad.data() : p.chunk_grad.data(); }

@@ -1,5 +1,5 @@
-// RankRuntime: issuing a rank's tasks in order, its memory tasks, its collectives and pipeline
-// messages. The compute tasks are in exec/runtime_compute.cpp.
+// RankRuntime: binding the rank's tensors, issuing its tasks in order, its memory tasks, its
+// collectives and pipeline messages. The compute tasks are in exec/runtime_compute.cpp.
 
 #include "exec/rank_runtime.hpp"
 
@@ -9,7 +9,6 @@
 
 #include "common/error.hpp"
 #include "exec/runtime_state.hpp"
-#include "plan/rank_layout.hpp"
 
 namespace strata {
 
@@ -21,10 +20,7 @@ int64_t now_ns() {
       .count();
 }
 
-// The parameter block a compute role belongs to, for tasks outside a layer.
-BlockKind block_of_role(TaskRole role) {
-  return role == TaskRole::kEmbedding ? BlockKind::kEmbedding : BlockKind::kHead;
-}
+constexpr std::string_view kGatheredSuffix = " gathered";
 
 }  // namespace
 
@@ -34,100 +30,136 @@ RankRuntime::Impl::Impl(const CompiledPlan& compiled, int32_t rank, Backend& bac
     : compiled(compiled),
       graph(compiled.graph),
       plan(compiled.plan),
+      model(compiled.model),
       rank(rank),
       backend(backend),
       comm(comm),
-      data(data),
+      text(data),
       optimizer(optimizer),
-      params(params) {
-  const ModelSpec& m = compiled.model;
-  const RankCoord coord = RankLayout(plan, compiled.cluster.gpus_per_node).coord(rank);
-  stage = coord.pp;
-  dp_rank = coord.dp;
-  s.b = plan.micro_batch;
-  s.t = plan.seq_len;
-  s.n = s.b * s.t;
-  s.tp = plan.tp;
-  s.tp_rank = coord.tp;
-  s.sequence_parallel = plan.sequence_parallel && plan.tp > 1;
-  s.r = s.sequence_parallel ? s.n / s.tp : s.n;
-  s.c = m.hidden;
-  s.heads = m.heads / s.tp;
-  s.head_dim = m.head_dim();
-  s.qkv = 3 * s.c / s.tp;
-  s.attn = s.c / s.tp;
-  s.ffn = m.ffn_hidden / s.tp;
-  s.vocab = m.vocab / s.tp;
-
-  resid = DeviceTensor(backend, s.n * s.c);
-  dresid = DeviceTensor(backend, s.n * s.c);
-  full = DeviceTensor(backend, s.n * s.c);
-  partial = DeviceTensor(backend, s.n * s.c);
-  rows = DeviceTensor(backend, s.n * s.c);
-  dfull = DeviceTensor(backend, s.n * s.c);
-  datty = DeviceTensor(backend, s.n * s.attn);
-  dqkv = DeviceTensor(backend, s.n * s.qkv);
-  dfch = DeviceTensor(backend, s.n * s.ffn);
-  dfch_gelu = DeviceTensor(backend, s.n * s.ffn);
-
-  // This rank's program, and the block each DP task outside a layer acts on: a gradient
-  // reduction names the compute it follows (its dependency), a ZeRO-3 gather the compute that
-  // waits for it, a release the compute before it on the compute stream.
-  std::map<TaskId, size_t> index;
-  TaskId last_compute = -1;
+      params(params),
+      coord(RankLayout(plan, compiled.cluster.gpus_per_node).coord(rank)),
+      tokens_per_micro_batch(plan.micro_batch * plan.seq_len) {
   for (TaskId id = 0; id < graph.size(); ++id) {
-    const Task& task = graph.task(id);
-    if (task.rank != rank) continue;
-    index[id] = program.size();
-    program.push_back(id);
-    for (const TaskId dep : graph.deps(id)) {
-      const Task& before = graph.task(dep);
-      if (task.kind == TaskKind::kCompute && before.role == TaskRole::kParamGather &&
-          before.layer < 0 && !edge_blocks.contains(dep)) {
-        edge_blocks[dep] = block_of_role(task.role);
+    if (graph.task(id).rank == rank) program.push_back(id);
+  }
+  bind_tensors();
+}
+
+ParamState& RankRuntime::Impl::param_of(TensorId id) {
+  const Tensor& t = graph.tensor(id);
+  std::string_view name = graph.tensor_name(t.name);
+  if (name.ends_with(kGatheredSuffix)) name.remove_suffix(kGatheredSuffix.size());
+  BlockState* block = nullptr;
+  if (t.layer >= 0) {
+    block = &params.layer(t.layer);
+  } else {
+    block = name == "wte" || name == "wpe" ? params.embedding() : params.head();
+  }
+  STRATA_ASSERT(
+      block != nullptr && t.index >= 0 && static_cast<size_t>(t.index) < block->params.size(),
+      fmt::format("tensor {} ({}) has no parameter on rank {}", id, name, rank));
+  // The store's blocks hold the graph's tensors in its order (rank_param_blocks): the index is
+  // the parameter; bind_tensors checks the sizes.
+  return block->params[static_cast<size_t>(t.index)];
+}
+
+void RankRuntime::Impl::bind_tensors() {
+  // Tensors a memory task allocates live from that task to the one that frees them; the others
+  // for the whole run.
+  std::vector<bool> allocated_by_task(static_cast<size_t>(graph.tensor_count()));
+  for (const TaskId id : program) {
+    for (const TensorUse use : graph.uses(id)) {
+      if (use.access() == Access::kAlloc)
+        allocated_by_task[static_cast<size_t>(use.tensor())] = true;
+    }
+  }
+  slots.resize(static_cast<size_t>(graph.tensor_count()));
+  const bool sharded_params = params.zero_stage() == 3;
+  const bool sharded_grads = params.zero_stage() >= 2;
+  for (TensorId id = 0; id < graph.tensor_count(); ++id) {
+    const Tensor& t = graph.tensor(id);
+    if (t.rank != rank) continue;
+    TensorSlot& slot = slots[static_cast<size_t>(id)];
+    int64_t store_elements = -1;  // a store buffer's size, which must be the graph's
+    switch (t.kind) {
+      case TensorKind::kParameter: {
+        slot.param = &param_of(id);
+        const bool gathered = graph.tensor_name(t.name).ends_with(kGatheredSuffix);
+        slot.buffer = gathered || !sharded_params ? &slot.param->param : &slot.param->master;
+        store_elements = gathered || !sharded_params ? slot.param->size : slot.param->chunk;
+        break;
       }
+      case TensorKind::kGradient:
+        slot.param = &param_of(id);
+        // A micro-batch's own gradient (ZeRO 2 and 3) is the runtime's; the step's is the
+        // store's, whole or its owned chunk.
+        if (t.micro_batch < 0) {
+          slot.buffer = sharded_grads ? &slot.param->chunk_grad : &slot.param->grad;
+          store_elements = sharded_grads ? slot.param->chunk : slot.param->size;
+        }
+        break;
+      case TensorKind::kOptimizerState:
+        slot.param = &param_of(id);  // the store's to update (ParamStore::step)
+        continue;
+      default:
+        break;
     }
-    if (task.kind == TaskKind::kMemory && task.buffer == BufferClass::kGatheredParams &&
-        task.memory == MemoryAction::kFree && task.layer < 0) {
-      STRATA_ASSERT(last_compute >= 0, "a release follows the compute that used the block");
-      edge_blocks[id] = block_of_role(graph.task(last_compute).role);
+    if (store_elements >= 0) {
+      STRATA_ASSERT(store_elements == elements(id),
+                    fmt::format("{}: {} elements in the graph, {} in the parameter store",
+                                slot.param->spec.name, elements(id), store_elements));
+      continue;
     }
-    if (task.kind == TaskKind::kCompute) last_compute = id;
+    owned.emplace_back();
+    slot.buffer = &owned.back();
+    if (!allocated_by_task[static_cast<size_t>(id)])
+      *slot.buffer = DeviceTensor(backend, elements(id));
   }
 }
 
-RankGroup RankRuntime::Impl::group(const Task& task) const { return graph.group(task.group).ranks; }
-
-BlockState& RankRuntime::Impl::edge_block(TaskId id) {
-  const auto found = edge_blocks.find(id);
-  STRATA_ASSERT(found != edge_blocks.end(), fmt::format("task {} names no parameter block", id));
-  BlockState* block = found->second == BlockKind::kEmbedding ? params.embedding() : params.head();
-  STRATA_ASSERT(block != nullptr, fmt::format("task {}: this rank holds no such block", id));
-  return *block;
+float* RankRuntime::Impl::data(TensorId id) {
+  const TensorSlot& slot = slots[static_cast<size_t>(id)];
+  STRATA_ASSERT(slot.buffer != nullptr && slot.buffer->allocated(),
+                fmt::format("rank {} uses tensor {} while it holds no memory", rank, id));
+  return slot.buffer->data();
 }
 
-std::vector<BlockState*> RankRuntime::Impl::gathered_blocks(TaskId id, const Task& task) {
-  if (task.layer >= 0) return {&params.layer(task.layer)};
-  BlockState& block = edge_block(id);
-  // A tied LM head on the embedding's stage reads the embedding's table: gathered with it.
-  if (block.kind == BlockKind::kHead && compiled.model.tied_embeddings && plan.pp == 1)
-    return {&block, params.embedding()};
-  return {&block};
+float* RankRuntime::Impl::workspace(size_t index, int64_t elements) {
+  DeviceTensor& buffer = workspaces[index];
+  if (buffer.size() < elements) buffer = DeviceTensor(backend, elements);
+  return buffer.data();
 }
 
-std::vector<BlockState*> RankRuntime::Impl::bucket_blocks(const Task& task) {
-  STRATA_ASSERT(task.bucket >= 0, fmt::format("{} names no bucket", task_name(graph, task)));
-  const ParamBucket& bucket = graph.bucket(task.bucket);
-  std::vector<BlockState*> blocks;
-  if (bucket.head) blocks.push_back(params.head());
-  for (int32_t layer = bucket.first_layer + bucket.layers - 1; layer >= bucket.first_layer; --layer)
-    blocks.push_back(&params.layer(layer));
-  if (bucket.embedding) blocks.push_back(params.embedding());
-  for (const BlockState* block : blocks) {
-    STRATA_ASSERT(block != nullptr, fmt::format("{}: this rank holds no block of its bucket",
-                                                task_name(graph, task)));
+Operands RankRuntime::Impl::operands(std::span<const TensorUse> uses) const {
+  Operands o;
+  for (const TensorUse use : uses) {
+    const TensorKind kind = graph.tensor(use.tensor()).kind;
+    switch (use.access()) {
+      case Access::kRead:
+        if (kind == TensorKind::kParameter) {
+          o.weights.push_back(use.tensor());
+        } else if (kind == TensorKind::kGradient) {
+          o.read_grads.push_back(use.tensor());
+        } else {
+          o.in.push_back(use.tensor());
+        }
+        break;
+      case Access::kWrite:
+      case Access::kUpdate:
+        if (kind == TensorKind::kGradient) {
+          o.grads.push_back(use.tensor());
+        } else if (kind == TensorKind::kActivation || kind == TensorKind::kCommBuffer ||
+                   kind == TensorKind::kScratch || kind == TensorKind::kParameter) {
+          o.out_added.push_back(use.access() == Access::kUpdate);
+          o.out.push_back(use.tensor());
+        }
+        break;
+      case Access::kAlloc:
+      case Access::kFree:
+        break;
+    }
   }
-  return blocks;
+  return o;
 }
 
 void RankRuntime::Impl::run_task(TaskId id) {
@@ -138,18 +170,19 @@ void RankRuntime::Impl::run_task(TaskId id) {
     if (graph.task(dep).rank == rank) backend.wait_event(task.stream, dep);
   }
   backend.set_stream(task.stream);
+  const std::span<const TensorUse> uses = graph.uses(id);
   switch (task.kind) {
     case TaskKind::kCompute:
-      run_compute(task);
+      run_compute(task, uses);
       break;
     case TaskKind::kCollective:
-      run_collective(id, task);
+      run_collective(task, uses);
       break;
     case TaskKind::kP2p:
-      run_p2p(task);
+      run_p2p(task, uses);
       break;
     case TaskKind::kMemory:
-      run_memory(id, task);
+      run_memory(uses);
       break;
     case TaskKind::kCopy:
       STRATA_ASSERT(false, "offload plans are refused before they run (check_executable_model)");
@@ -158,223 +191,110 @@ void RankRuntime::Impl::run_task(TaskId id) {
   backend.record_event(task.stream, id);
 }
 
-void RankRuntime::Impl::run_memory(TaskId id, const Task& task) {
-  const bool alloc = task.memory == MemoryAction::kAlloc;
-  switch (task.buffer) {
-    case BufferClass::kActivations:
-    case BufferClass::kLayerInput:
-    case BufferClass::kAttentionScores: {
-      const auto key = std::make_pair(task.layer, task.micro_batch);
-      LayerActivations& a = layer_acts[key];
-      const bool full_recompute = plan.recompute == RecomputeKind::kFull;
-      const bool selective = plan.recompute == RecomputeKind::kSelective;
-      if (task.buffer == BufferClass::kLayerInput) {
-        if (alloc) {
-          a.x_in = DeviceTensor(backend, s.r * s.c);
-        } else {
-          layer_acts.erase(key);
-        }
-        return;
-      }
-      if (task.buffer == BufferClass::kAttentionScores) {
-        if (alloc) {
-          a.att = DeviceTensor(backend, s.b * s.heads * s.t * s.t);
-        } else {
-          a.att.reset();
-        }
-        return;
-      }
-      if (!alloc) {
-        if (full_recompute) {
-          DeviceTensor x_in = std::move(a.x_in);
-          a = LayerActivations{};
-          a.x_in = std::move(x_in);
-        } else {
-          layer_acts.erase(key);
-        }
-        return;
-      }
-      const auto ensure = [&](DeviceTensor& t, int64_t elements) {
-        if (!t.allocated()) t = DeviceTensor(backend, elements);
-      };
-      ensure(a.x_in, s.r * s.c);
-      ensure(a.ln1, s.r * s.c);
-      ensure(a.ln1_mean, s.r);
-      ensure(a.ln1_rstd, s.r);
-      ensure(a.qkv, s.n * s.qkv);
-      // Only the unfused attention without recompute keeps its probabilities; flash attention's
-      // backward recomputes them (exec/runtime_compute.cpp).
-      if (!selective && plan.attention == AttentionKind::kUnfused)
-        ensure(a.att, s.b * s.heads * s.t * s.t);
-      ensure(a.atty, s.n * s.attn);
-      ensure(a.x_mid, s.r * s.c);
-      ensure(a.ln2, s.r * s.c);
-      ensure(a.ln2_mean, s.r);
-      ensure(a.ln2_rstd, s.r);
-      ensure(a.fch, s.n * s.ffn);
-      ensure(a.fch_gelu, s.n * s.ffn);
-      return;
+void RankRuntime::Impl::run_memory(std::span<const TensorUse> uses) {
+  for (const TensorUse use : uses) {
+    DeviceTensor& buffer = *slots[static_cast<size_t>(use.tensor())].buffer;
+    if (use.access() == Access::kAlloc) {
+      STRATA_ASSERT(!buffer.allocated(), fmt::format("tensor {} allocated twice", use.tensor()));
+      buffer = DeviceTensor(backend, elements(use.tensor()));
+    } else {
+      buffer.reset();
     }
-    case BufferClass::kHeadActivations:
-      if (alloc) {
-        HeadActivations& h = head_acts[task.micro_batch];
-        h.x = DeviceTensor(backend, s.r * s.c);
-        h.lnf = DeviceTensor(backend, s.r * s.c);
-        h.lnf_mean = DeviceTensor(backend, s.r);
-        h.lnf_rstd = DeviceTensor(backend, s.r);
-        h.lnf_full = DeviceTensor(backend, s.n * s.c);
-        h.logits = DeviceTensor(backend, s.n * s.vocab);
-        h.maxes = DeviceTensor(backend, s.n);
-        h.sums = DeviceTensor(backend, s.n);
-        h.target_logits = DeviceTensor(backend, s.n);
-        h.losses = DeviceTensor(backend, s.n);
-      } else {
-        head_acts.erase(task.micro_batch);
-      }
-      return;
-    case BufferClass::kPipelineBuffer:
-      // A rank's passes run one after another, and each releases its message buffer before
-      // the next pass allocates one: one buffer at a time.
-      if (alloc) {
-        STRATA_ASSERT(!pipe_buffer.allocated(), "one pipeline buffer at a time");
-        pipe_buffer = DeviceTensor(backend, s.n * s.c / s.tp);
-      } else {
-        pipe_buffer.reset();
-      }
-      return;
-    case BufferClass::kGatheredParams:
-      // ZeRO-3's gathers allocate the block's params (ParamStore::gather_params); the release
-      // frees them.
-      if (!alloc) {
-        for (BlockState* block : gathered_blocks(id, task)) params.release_params(*block);
-      }
-      return;
   }
 }
 
-void RankRuntime::Impl::reduce_rows(const Task& task, float* in, float* out) {
-  const RankGroup members = group(task);
-  if (s.sequence_parallel) {
-    comm.reduce_scatter(std::span<const float>(in, static_cast<size_t>(s.n * s.c)),
-                        std::span(out, static_cast<size_t>(s.r * s.c)), members);
+void RankRuntime::Impl::run_collective(const Task& task, std::span<const TensorUse> uses) {
+  const Operands o = operands(uses);
+  if (!o.grads.empty() || !o.read_grads.empty() ||
+      (!o.out.empty() && graph.tensor(o.out[0]).kind == TensorKind::kParameter)) {
+    run_gradient_collective(task, o);
     return;
   }
-  backend.copy(out, in, s.n * s.c);
-  comm.all_reduce(std::span(out, static_cast<size_t>(s.n * s.c)), members, ReduceOp::kSum);
-}
-
-void RankRuntime::Impl::gather_rows(const Task& task, const float* in, float* out) {
-  comm.all_gather(std::span<const float>(in, static_cast<size_t>(s.r * s.c)),
-                  std::span(out, static_cast<size_t>(s.n * s.c)), group(task));
-}
-
-void RankRuntime::Impl::run_collective(TaskId id, const Task& task) {
-  const bool gather = task.collective == CollectiveKind::kAllGather;
-  switch (task.role) {
-    case TaskRole::kQkv:
-    case TaskRole::kMlpUp: {
-      LayerActivations& a = acts(task);
-      if (gather) {  // the norm's output, for the product (forward) or its weight gradient
-        const auto field =
-            task.role == TaskRole::kQkv ? &LayerActivations::ln1 : &LayerActivations::ln2;
-        gather_rows(task, stored(field, a), full.data());
-      } else {  // backward: the input gradient's partial sums
-        reduce_rows(task, dfull.data(), rows.data());
-      }
+  // Activations: the tensor read (or updated in place) and the one written.
+  STRATA_ASSERT(o.out.size() == 1, fmt::format("{} writes one tensor", task_name(graph, task)));
+  const TensorId out = o.out[0];
+  const auto span = [&](TensorId id) {
+    return std::span(data(id), static_cast<size_t>(elements(id)));
+  };
+  switch (task.collective) {
+    case CollectiveKind::kAllGather:
+      comm.all_gather(span(o.in.at(0)), span(out), group(task));
       return;
-    }
-    case TaskRole::kAttnOut:
-    case TaskRole::kMlpDown:
-    case TaskRole::kEmbedding:
-      if (gather) {  // backward: the residual gradient, for a row-parallel product
-        gather_rows(task, dresid.data(), dfull.data());
-      } else if (task.role == TaskRole::kEmbedding) {
-        reduce_rows(task, partial.data(), resid.data());
-      } else {
-        reduce_rows(task, partial.data(), rows.data());
-      }
+    case CollectiveKind::kReduceScatter:
+      comm.reduce_scatter(span(o.in.at(0)), span(out), group(task));
       return;
-    case TaskRole::kLmHead:
-      if (gather) {
-        HeadActivations& h = head(task);
-        gather_rows(task, h.lnf.data(), h.lnf_full.data());
-      } else {
-        reduce_rows(task, dfull.data(), rows.data());
-      }
+    case CollectiveKind::kAllReduce:
+      if (!o.out_added[0]) backend.copy(data(out), data(o.in.at(0)), elements(out));
+      comm.all_reduce(span(out), group(task), task.reduce);
       return;
-    case TaskRole::kLoss:
-      run_loss_collective(task);
-      return;
-    case TaskRole::kPipeActivation:
-    case TaskRole::kPipeGradient: {
-      // Each TP rank received its 1/t slice of the boundary tensor; gather the whole.
-      float* whole = task.role == TaskRole::kPipeActivation ? resid.data() : dresid.data();
-      comm.all_gather(
-          std::span<const float>(pipe_buffer.data(), static_cast<size_t>(s.n * s.c / s.tp)),
-          std::span(whole, static_cast<size_t>(s.n * s.c)), group(task));
-      return;
-    }
-    case TaskRole::kGradSync:
-      for (BlockState* block : bucket_blocks(task))
-        params.reduce_gradients(*block, comm, group(task));
-      return;
-    case TaskRole::kParamGather: {
-      // A bucket's updated parameters (ZeRO 1 and 2), or ZeRO-3's gather of one block.
-      const std::vector<BlockState*> blocks =
-          task.bucket >= 0 ? bucket_blocks(task) : gathered_blocks(id, task);
-      for (BlockState* block : blocks) params.gather_params(*block, comm, group(task));
-      return;
-    }
-    case TaskRole::kEmbeddingGradSync: {
-      // The two copies of a tied embedding: the first stage's and the last stage's.
-      BlockState* block = params.embedding();
-      ParamState& wte = block != nullptr ? block->params[kWte] : params.head()->params[kHeadWte];
-      comm.all_reduce(
-          std::span(params.reduced_grad(wte), static_cast<size_t>(params.reduced_size(wte))),
-          group(task), ReduceOp::kSum);
-      return;
-    }
-    case TaskRole::kSequenceParallelGradSync:
-      for (BlockState& block : params.blocks()) {
-        if (block.kind == BlockKind::kEmbedding) continue;
-        for (ParamState& p : block.params) {
-          if (p.spec.shard != TpShard::kReplicated) continue;
-          comm.all_reduce(
-              std::span(params.reduced_grad(p), static_cast<size_t>(params.reduced_size(p))),
-              group(task), ReduceOp::kSum);
-        }
-      }
-      return;
-    case TaskRole::kGradNorm: {
-      double sum = params.gradient_sum_of_squares();
-      comm.all_reduce(std::span(&sum, 1), group(task), ReduceOp::kSum);
-      grad_norm = std::sqrt(sum);
-      grad_norm_reduced = true;
-      return;
-    }
     default:
-      STRATA_ASSERT(false, fmt::format("no collective for task {}", task_name(graph, task)));
+      STRATA_ASSERT(false, fmt::format("no {} in the executor", to_string(task.collective)));
   }
 }
 
-void RankRuntime::Impl::run_p2p(const Task& task) {
-  const int64_t elements = s.n * s.c / s.tp;
-  if (task.p2p == P2pKind::kRecv) {
-    comm.recv(std::span(pipe_buffer.data(), static_cast<size_t>(elements)), task.peer, task.tag);
-    // Under sequence parallelism the message is this rank's rows already: no gather follows.
-    if (s.sequence_parallel || s.tp == 1) {
-      float* whole = task.role == TaskRole::kPipeActivation ? resid.data() : dresid.data();
-      backend.copy(whole, pipe_buffer.data(), elements);
-    }
+// Collectives over parameters and gradients go through the parameter store, which knows how
+// ZeRO cuts each tensor into data-parallel chunks:
+//  - a reduce-scatter of gradients, or an all-reduce of the step's whole gradients under ZeRO 0,
+//    reduces the full gradients it reads (or, without reads, those it updates);
+//  - an all-reduce of gradients after their data-parallel reduction (the tied embedding's two
+//    copies, sequence parallelism's replicated parameters) sums the part this rank reduced;
+//  - an all-reduce that reads gradients and writes one value is the global gradient norm;
+//  - an all-gather of parameters gathers the owned chunks into the whole.
+void RankRuntime::Impl::run_gradient_collective(const Task& task, const Operands& o) {
+  const RankGroup members = group(task);
+  if (task.collective == CollectiveKind::kAllGather) {
+    std::vector<ParamState*> gathered;
+    for (const TensorId t : o.out) gathered.push_back(slots[static_cast<size_t>(t)].param);
+    params.gather_params(gathered, comm, members);
     return;
   }
-  // Send this TP rank's slice (rows tp_rank/t of the boundary tensor), or its own rows under
-  // sequence parallelism.
-  const float* whole = task.role == TaskRole::kPipeActivation ? resid.data() : dresid.data();
-  const int64_t offset = s.sequence_parallel ? 0 : s.tp_rank * elements;
-  backend.copy(pipe_buffer.data(), whole + offset, elements);
-  comm.send(std::span<const float>(pipe_buffer.data(), static_cast<size_t>(elements)), task.peer,
-            task.tag);
+  if (!o.out.empty()) {  // the norm
+    double sum = 0;
+    for (const TensorId t : o.read_grads) {
+      ParamState& p = *slots[static_cast<size_t>(t)].param;
+      if (p.spec.counts_in_norm)
+        sum += backend.sum_of_squares(params.reduced_grad(p), params.reduced_size(p));
+    }
+    comm.all_reduce(std::span(&sum, 1), members, ReduceOp::kSum);
+    grad_norm = std::sqrt(sum);
+    grad_norm_reduced = true;
+    return;
+  }
+  const bool data_parallel = graph.group(task.group).kind == GroupKind::kDp;
+  if (task.collective == CollectiveKind::kReduceScatter ||
+      (data_parallel && params.zero_stage() == 0)) {
+    std::vector<ParamStore::GradientSource> sources;
+    for (const TensorId t : o.read_grads.empty() ? o.grads : o.read_grads)
+      sources.push_back({slots[static_cast<size_t>(t)].param, data(t)});
+    params.reduce_gradients(sources, comm, members);
+    return;
+  }
+  STRATA_ASSERT(task.collective == CollectiveKind::kAllReduce,
+                fmt::format("no {} of gradients in the executor", to_string(task.collective)));
+  for (const TensorId t : o.grads) {
+    ParamState& p = *slots[static_cast<size_t>(t)].param;
+    comm.all_reduce(std::span(params.reduced_grad(p), static_cast<size_t>(params.reduced_size(p))),
+                    members, ReduceOp::kSum);
+  }
+}
+
+// A pipeline message: a send copies the tensor it carries into its message buffer and sends it;
+// a receive fills its message, and copies it into the tensor it also writes (when no TP gather
+// follows). A message smaller than the tensor it carries is this rank's 1/t of it along TP
+// (Megatron-LM's scatter-gather of pipeline messages; the receiver's TP all-gather rebuilds it).
+void RankRuntime::Impl::run_p2p(const Task& task, std::span<const TensorUse> uses) {
+  const Operands o = operands(uses);
+  const TensorId message = o.out.at(0);
+  const int64_t size = elements(message);
+  if (task.p2p == P2pKind::kRecv) {
+    comm.recv(std::span(data(message), static_cast<size_t>(size)), task.peer, task.tag);
+    for (size_t i = 1; i < o.out.size(); ++i) backend.copy(data(o.out[i]), data(message), size);
+    return;
+  }
+  const TensorId carried = o.in.at(0);
+  const int64_t offset = elements(carried) == size ? 0 : coord.tp * size;
+  backend.copy(data(message), data(carried) + offset, size);
+  comm.send(std::span<const float>(data(message), static_cast<size_t>(size)), task.peer, task.tag);
 }
 
 RankRuntime::RankRuntime(const CompiledPlan& compiled, int32_t rank, Backend& backend,

@@ -1,10 +1,12 @@
 #pragma once
 // RankRuntime: runs one rank's part of the full task graph, task by task, as a program
-// (docs/design.md, "Executor"). The graph names no buffers; the runtime names them from each task's
-// labels: (role, layer, micro-batch) identifies a tensor, the memory tasks allocate and release
-// the activations a layer keeps for its backward, and the collective's role says what it
-// reduces or gathers (a TP all-gather before the QKV product gathers the first norm's output;
-// a DP reduce-scatter after a layer's backward reduces that layer's gradients).
+// (docs/design.md, "Executor"). The runtime interprets the graph: each task names the tensors it
+// reads, writes, allocates and frees (plan/tensor.hpp), and the runtime runs a compute task's
+// kernel (by its op's kind, function and direction) on those tensors, a collective or a p2p on
+// the tensors it names, and a memory task by allocating or freeing them. It knows nothing of
+// roles, layers or schedules: which buffers are reused and when memory is freed is the graph's
+// decision. Parameters, their gathered copies and gradients live in the ParamStore, which
+// initializes, checkpoints and updates them; the runtime binds the graph's tensors to them.
 //
 // Tasks are issued in id order, which is a topological order of the rank's program. Each task
 // goes to its stream, after waiting on the events of its dependencies on other streams; on the

@@ -29,6 +29,7 @@ nlohmann::json model_to_json(const ModelSpec& model) {
       {"dropout", model.dropout},
       {"sliding_window", model.sliding_window},
       {"global_every", model.global_every},
+      {"rope_theta", model.rope_theta},
   };
 }
 

@@ -34,10 +34,10 @@ constexpr std::string_view kMoeModelTypes[] = {
 // The fields of a native model file (models/README.md). Anything else is refused so that a typo
 // ("hiden") is an error instead of a silently ignored field.
 constexpr std::string_view kNativeFields[] = {
-    "name",       "layers",  "hidden",          "heads",       "kv_heads", "head_dim",
-    "ffn_hidden", "vocab",   "max_seq",         "norm",        "mlp",      "position",
-    "block",      "qk_norm", "tied_embeddings", "qkv_bias",    "out_bias", "linear_bias",
-    "head_bias",  "dropout", "sliding_window",  "global_every"};
+    "name",       "layers",  "hidden",          "heads",        "kv_heads",  "head_dim",
+    "ffn_hidden", "vocab",   "max_seq",         "norm",         "mlp",       "position",
+    "block",      "qk_norm", "tied_embeddings", "qkv_bias",     "out_bias",  "linear_bias",
+    "head_bias",  "dropout", "sliding_window",  "global_every", "rope_theta"};
 
 std::string supported_types_text() {
   return fmt::format("{} (Hugging Face config.json) and gpt2 (GPT-2 config.json)",
@@ -167,6 +167,7 @@ ModelSpec parse_native_model(const nlohmann::json& config, const std::string& wh
   if (fields.has("sliding_window"))
     model.sliding_window = fields.non_negative_int("sliding_window");
   if (fields.has("global_every")) model.global_every = fields.non_negative_int("global_every");
+  if (fields.has("rope_theta")) model.rope_theta = fields.positive_number("rope_theta");
   return model;
 }
 
@@ -303,8 +304,9 @@ ModelSpec parse_falcon_config(const JsonFields& fields, ModelSpec model) {
 // them. Common keys: num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads
 // (default: heads), intermediate_size, vocab_size, max_position_embeddings, tie_word_embeddings,
 // head_dim (when stated, the per-head width, which may differ from hidden / heads: Qwen3, Gemma,
-// Mistral-Nemo), attention_dropout (dropout when above 0). Keys the parameter count and the step
-// do not depend on (rope_theta, rms_norm_eps, torch_dtype, initializer_range ...) are ignored.
+// Mistral-Nemo), attention_dropout (dropout when above 0), rope_theta (the executor's rotary
+// kernel). Keys the parameter count and the step do not depend on (rms_norm_eps, torch_dtype,
+// initializer_range ...) are ignored.
 //
 // Per family (norm, MLP, block, biases, QK-norm, windows; all rotary):
 //  - llama, mistral, qwen2, qwen3, phi3: RMSNorm before attention and MLP, SwiGLU. Biases: llama
@@ -340,6 +342,7 @@ ModelSpec parse_hf_config(const nlohmann::json& config, const std::string& where
   model.kv_heads = fields.optional_positive_int("num_key_value_heads").value_or(model.heads);
   model.vocab = fields.positive_int("vocab_size");
   model.position = PositionKind::kRotary;
+  if (fields.has("rope_theta")) model.rope_theta = fields.positive_number("rope_theta");
   model.dropout = fields.has("attention_dropout") &&
                   fields.positive_number("attention_dropout", /*allow_zero=*/true) > 0;
   const bool gemma = type == "gemma2" || type == "gemma3_text";

@@ -58,6 +58,10 @@ struct ModelSpec {
   // attends to the whole prefix instead: Gemma 2 alternates (2), Gemma 3 has one global layer in
   // six (6). 0: every layer is windowed.
   int64_t global_every = 0;
+  // Rotary models: the base of the rotation frequencies, theta^(-2i/d) (Su et al. 2021; HF's
+  // "rope_theta", 10000 by default, 500000 in Llama 3). The step's cost does not depend on it;
+  // the executor's rotary kernel does.
+  double rope_theta = 10000;
 
   int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
   int64_t q_hidden() const { return heads * head_dim(); }      // width of Q and of the context

@@ -56,6 +56,10 @@ const char* to_string(OpFunction function) {
       return "rotary";
     case OpFunction::kFp8Cast:
       return "fp8_cast";
+    case OpFunction::kLossMax:
+      return "loss_max";
+    case OpFunction::kLossPartials:
+      return "loss_partials";
   }
   return "?";
 }
@@ -253,6 +257,23 @@ OpShape loss_op(int64_t tokens, int64_t vocab_cols, Direction direction) {
   op.flops = 5 * tokens * vocab_cols;
   op.bytes = 4 * tokens * vocab_cols * (direction == Direction::kForward ? 1 : 2);
   return counted_as_executed(op);
+}
+
+// Megatron-LM's vocab_parallel_cross_entropy: the max over the shard (one compare per logit),
+// then, after the max is all-reduced, exp(logit - max) summed and the target's logit picked (four
+// FLOPs per logit). Each pass reads the logits.
+OpShape loss_max_op(int64_t tokens, int64_t vocab_cols) {
+  OpShape op = loss_op(tokens, vocab_cols, Direction::kForward);
+  op.flops = op.model_flops = tokens * vocab_cols;
+  op.function = OpFunction::kLossMax;
+  return op;
+}
+
+OpShape loss_partials_op(int64_t tokens, int64_t vocab_cols) {
+  OpShape op = loss_op(tokens, vocab_cols, Direction::kForward);
+  op.flops = op.model_flops = 4 * tokens * vocab_cols;
+  op.function = OpFunction::kLossPartials;
+  return op;
 }
 
 // AdamW with fp32 master weights: per parameter reads the gradient, master weight, m and v

@@ -55,6 +55,11 @@ enum class OpFunction : uint8_t {
   kGeglu,
   kRotary,
   kFp8Cast,
+  // The vocabulary-parallel loss (tp > 1) in two passes over the logits, around the all-reduce of
+  // the max: each token's max logit of the shard, then with the global max the sum of
+  // exponentials and the target's logit. kDefault: both in one pass (tp == 1).
+  kLossMax,
+  kLossPartials,
 };
 
 const char* to_string(OpFunction function);
@@ -106,6 +111,10 @@ OpShape eager_rms_norm_op(int64_t rows, int64_t width, Direction direction, DTyp
 // SwiGLU's silu(gate) * up as eager PyTorch runs it: silu, then the product.
 OpShape eager_swiglu_op(int64_t elements, Direction direction, DType dtype);
 OpShape loss_op(int64_t tokens, int64_t vocab_cols, Direction direction);
+// The forward of the vocabulary-parallel loss as two passes (OpFunction kLossMax, kLossPartials):
+// each reads the fp32 logits once; their FLOPs add up to loss_op's.
+OpShape loss_max_op(int64_t tokens, int64_t vocab_cols);
+OpShape loss_partials_op(int64_t tokens, int64_t vocab_cols);
 OpShape optimizer_op(int64_t parameters, DType dtype);
 OpShape host_dispatch_op(int64_t kernels, int64_t calls, int64_t ns_per_kernel,
                          int64_t ns_per_call);

@@ -37,6 +37,7 @@ void append_task_json(std::string& out, const TaskGraph& graph, TaskId id) {
       fmt::format_to(std::back_inserter(out), R"(,"collective":"{}","group":{},"bytes":{})",
                      to_string(t.collective), t.group, t.bytes);
       if (t.bucket >= 0) fmt::format_to(std::back_inserter(out), R"(,"bucket":{})", t.bucket);
+      if (t.reduce == ReduceOp::kMax) out += R"(,"reduce":"max")";
       break;
     case TaskKind::kP2p:
       fmt::format_to(std::back_inserter(out), R"(,"p2p":"{}","peer":{},"tag":{},"bytes":{})",

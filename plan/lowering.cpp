@@ -61,6 +61,10 @@ OpTable build_op_table(const ModelSpec& model, const ParallelPlan& plan, TaskGra
   ops.final_norm = intern(graph, shapes.final_norm);
   ops.lm_head = intern(graph, shapes.lm_head);
   ops.loss = intern(graph, shapes.loss);
+  if (plan.tp > 1) {
+    ops.loss_max = graph.add_op(shapes.loss_max);
+    ops.loss_partials = graph.add_op(shapes.loss_partials);
+  }
   for (const OpShape& optimizer : shapes.optimizer)
     ops.optimizer.push_back(graph.add_op(optimizer));
   // Horovod: a ready bucket waits for the background thread's next wake, which the simulator
@@ -201,6 +205,17 @@ class PassLowering {
     const TaskId gathered = gather_params(ctx_, state_, set);
     if (gathered != kNoTask) return gathered;
     return await_param_gather(ctx_, state_, work.chunk, block, work.micro_batch);
+  }
+  // The LM head's input: the final norm's output `lm_in`, which under sequence parallelism holds
+  // this rank's rows, gathered after `after` (the forward; the backward gathers them again for the
+  // weight gradient, as Megatron-LM's column-parallel linear does). Returns the task the head
+  // waits for and the tensor it reads.
+  std::pair<TaskId, TensorId> lm_head_input(TensorId lm_in, TaskId after) {
+    if (!ctx_.plan.sequence_parallel) return {after, lm_in};
+    const TensorId gathered = state_.scratch_of(ctx_.slots, Slot::kLmInGathered);
+    return {tp_collective(ctx_, state_, TaskRole::kLmHead, CollectiveKind::kAllGather,
+                          ctx_.tp_message_bytes, after, {read(lm_in), write(gathered)}),
+            gathered};
   }
   // The LM head's weights: the last stage's matrix (and bias), or the embedding's table when a
   // tied head shares the embedding's stage.
@@ -351,34 +366,39 @@ void PassLowering::forward(const PipelineWork& work) {
     norm_uses.push_back(write(lm_in));
     norm_uses.push_back(write(head_in));
     const TaskId norm = p.compute(TaskRole::kFinalNorm, op.final_norm.forward, {params}, norm_uses);
-    TensorId lm_input = lm_in;
-    TaskId head_ready = norm;
-    if (plan.sequence_parallel) {
-      lm_input = state_.scratch_of(slots, Slot::kLmInGathered);
-      head_ready = tp_collective(ctx_, state_, TaskRole::kLmHead, CollectiveKind::kAllGather,
-                                 ctx_.tp_message_bytes, norm, {read(lm_in), write(lm_input)});
-    }
+    const auto [head_ready, lm_input] = lm_head_input(lm_in, norm);
     TaskUses head_uses{read(lm_input)};
     for (const TensorId t : head_weights()) head_uses.push_back(read(t));
     head_uses.push_back(write(logits));
     p.compute(TaskRole::kLmHead, op.lm_head.forward, {head_ready}, head_uses);
-    // Vocabulary-parallel cross-entropy: the max logit, the target's logit and the sum of
-    // exponentials of each token, all-reduced over the vocabulary shards (fp32, one value per
-    // token each), kept for the backward beside the logits (too small for the memory plan to
-    // count).
+    // Vocabulary-parallel cross-entropy (Megatron-LM's vocab_parallel_cross_entropy): the max
+    // logit of each token, all-reduced (max) over the vocabulary shards, then the target's logit
+    // and the sum of exponentials, all-reduced (sum); fp32, one value per token each, kept for
+    // the backward beside the logits (too small for the memory plan to count). With one shard,
+    // one pass computes all three.
     std::vector<TensorId>& statistics = loss_kept_[work.micro_batch];
     for (const Slot slot : {Slot::kLossMax, Slot::kTargetLogit, Slot::kLossSum}) {
       statistics.push_back(p.tensor(TensorKind::kActivation, slots.name[static_cast<size_t>(slot)],
                                     slots.shape[static_cast<size_t>(slot)], -1, p.micro_batch()));
     }
     const auto [max, target, sum] = std::tuple(statistics[0], statistics[1], statistics[2]);
-    TaskId loss = p.compute(TaskRole::kLoss, op.loss.forward, {},
-                            {read(logits), write(max), write(target), write(sum)});
-    release_params(ctx_, state_, set, loss);
     const int64_t per_token = 4 * plan.seq_len * plan.micro_batch;
-    for (const TensorId reduced : {max, target, sum}) {
+    TaskId loss = kNoTask;
+    if (plan.tp == 1) {
+      loss = p.compute(TaskRole::kLoss, op.loss.forward, {},
+                       {read(logits), write(max), write(target), write(sum)});
+      release_params(ctx_, state_, set, loss);
+    } else {
+      loss = p.compute(TaskRole::kLoss, op.loss_max, {}, {read(logits), write(max)});
+      release_params(ctx_, state_, set, loss);
       loss = tp_collective(ctx_, state_, TaskRole::kLoss, CollectiveKind::kAllReduce, per_token,
-                           loss, {update(reduced)});
+                           loss, {update(max)}, ReduceOp::kMax);
+      loss = p.compute(TaskRole::kLoss, op.loss_partials, {loss},
+                       {read(logits), read(max), write(target), write(sum)});
+      for (const TensorId reduced : {target, sum}) {
+        loss = tp_collective(ctx_, state_, TaskRole::kLoss, CollectiveKind::kAllReduce, per_token,
+                             loss, {update(reduced)});
+      }
     }
     loss_done_[work.micro_batch] = loss;
     return;
@@ -418,15 +438,19 @@ void PassLowering::backward(const PipelineWork& work) {
     const std::vector<TensorId> statistics = loss_kept_.at(work.micro_batch);
     loss_kept_.erase(work.micro_batch);
     // The backward starts from the reduced statistics: after the forward's last all-reduce.
-    p.compute(TaskRole::kLoss, op.loss.backward, {loss_done_.at(work.micro_batch)},
-              {read(logits), read(statistics[0]), read(statistics[2]), write(dlogits)});
+    const TaskId loss =
+        p.compute(TaskRole::kLoss, op.loss.backward, {loss_done_.at(work.micro_batch)},
+                  {read(logits), read(statistics[0]), read(statistics[1]), read(statistics[2]),
+                   write(dlogits)});
     loss_done_.erase(work.micro_batch);
-    TaskUses head_uses{read(dlogits), read(lm_in)};
+    const auto [gathered, lm_input] = lm_head_input(lm_in, loss);
+    TaskUses head_uses{read(dlogits), read(lm_input)};
     for (const TensorId t : head_weights()) head_uses.push_back(read(t));
     const TensorId dlm_in = state_.scratch_of(slots, Slot::kDLmIn);
     head_uses.push_back(write(dlm_in));
     for (const TensorId t : head_grads(work.micro_batch)) head_uses.push_back(update(t));
-    const TaskId head = p.compute(TaskRole::kLmHead, op.lm_head.backward, {params}, head_uses);
+    const TaskId head =
+        p.compute(TaskRole::kLmHead, op.lm_head.backward, {params, gathered}, head_uses);
     embedding_grads_ = head;
     const auto [reduced, dnorm] = tp_reduce(ctx_, state_, TaskRole::kLmHead, ctx_.tp_message_bytes,
                                             head, dlm_in, state_.scratch_of(slots, Slot::kDLmRows));

@@ -34,6 +34,7 @@ struct OpTable {
   int32_t fp8_weight_cast = -1;
   int32_t k_product = -1, mlp_up_half = -1;     // selective-op recompute only
   OpPair embedding, final_norm, lm_head, loss;  // first, last stage
+  int32_t loss_max = -1, loss_partials = -1;    // tp > 1: the loss forward's two passes
   std::vector<int32_t> optimizer;               // per stage
   int32_t cycle_wait = -1;                      // Horovod: the background thread's wake
 };

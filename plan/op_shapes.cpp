@@ -134,6 +134,8 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   ops.final_norm = with_function(pair(norm(fwd), norm(bwd), replicated), norm_function);
   ops.lm_head = pair(matmul_op(sb, v, h, fwd, dt), matmul_op(sb, v, h, bwd, dt));
   ops.loss = pair(loss_op(sb, v, fwd), loss_op(sb, v, bwd));
+  ops.loss_max = loss_max_op(sb, v);
+  ops.loss_partials = loss_partials_op(sb, v);
   const int64_t shards = plan.zero_stage >= 1 ? plan.dp : 1;
   for (const int64_t params : stage_parameters(m, plan))
     ops.optimizer.push_back(optimizer_op((params + shards - 1) / shards, dt));

@@ -45,6 +45,8 @@ inline constexpr int kStreamCount = 7;
 enum class Phase : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
 // kCopy: a copy between the rank's GPU and its host's memory over the GPU's PCIe link (offload).
 enum class TaskKind : uint8_t { kCompute, kCollective, kP2p, kMemory, kCopy };
+// How a reduction combines its members' values.
+enum class ReduceOp : uint8_t { kSum, kMax };
 enum class CollectiveKind : uint8_t {
   kAllReduce,
   kReduceScatter,
@@ -156,6 +158,7 @@ struct Task {
   MemoryAction memory = MemoryAction::kAlloc;
   BufferClass buffer = BufferClass::kActivations;
   CopyDirection copy = CopyDirection::kToHost;
+  ReduceOp reduce = ReduceOp::kSum;  // all-reduce and reduce-scatter: how values combine
   uint16_t use_count = 0;  // into TaskGraph::uses(): the tensors the task reads, writes, allocates
   uint32_t first_use = 0;  // or frees
   int64_t bytes = 0;       // collective, p2p, memory and copy size
@@ -200,6 +203,8 @@ class TaskGraph {
   int32_t add_shape(const TensorShape& shape);
   uint8_t add_tensor_name(const std::string& name);
   int32_t add_op(const OpShape& op);
+  // How a reduction's values combine (collectives are sums unless set).
+  void set_reduce(TaskId id, ReduceOp op) { tasks_[static_cast<size_t>(id)].reduce = op; }
   // Names the op of a compute task added before its op was known (a host-dispatch block, whose
   // work is counted once emitted).
   void set_op(TaskId id, int32_t op);

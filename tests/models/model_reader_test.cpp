@@ -204,7 +204,7 @@ TEST_CASE("GPT-2 config without model_type and n_positions uses n_ctx", "[models
 // ("gpt2-1.5b.json" is "gpt2-1.5b": cmake/embed.cmake strips only the last extension).
 TEST_CASE("zoo models are named as their files", "[models]") {
   const auto names = zoo_model_names();
-  REQUIRE(names.size() == 17);
+  REQUIRE(names.size() == 18);
   for (const auto& name : names) {
     INFO(name);
     CHECK(load_model(name).name == name);
