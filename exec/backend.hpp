@@ -30,6 +30,10 @@ class Backend {
   virtual void release(void* data) = 0;
   virtual void fill_zero(float* data, int64_t n) = 0;
   virtual void copy(float* dst, const float* src, int64_t n) = 0;
+  // `rows` rows of `cols` elements from src, rows `src_stride` elements apart, to dst, rows
+  // `dst_stride` apart (cudaMemcpy2D's contract): a column block of a row-major tensor.
+  virtual void copy_2d(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                       int64_t rows, int64_t cols) = 0;
   virtual void upload(float* dst, std::span<const float> host) = 0;
   virtual void upload_tokens(int32_t* dst, std::span<const int32_t> host) = 0;
   virtual void download(std::span<float> host, const float* src) = 0;
@@ -85,18 +89,23 @@ class Backend {
   // cpu::swiglu_backward in kernels/cpu/kernels.hpp.
   virtual void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t n,
                                int64_t h) = 0;
+  // GeGLU, inp (N,2H) = [gate | up]: cpu::geglu_forward and geglu_backward.
+  virtual void geglu_forward(float* out, const float* inp, int64_t n, int64_t h) = 0;
+  virtual void geglu_backward(float* dinp, const float* inp, const float* dout, int64_t n,
+                              int64_t h) = 0;
   virtual void attention_forward(float* out, float* att, const float* qkv, int64_t b, int64_t t,
                                  int64_t nh, int64_t hs) = 0;
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
                                   const float* att, int64_t b, int64_t t, int64_t nh,
                                   int64_t hs) = 0;
-  // Grouped-query attention, NKV kv heads: cpu::gqa_attention_forward in kernels/cpu/kernels.hpp.
+  // Grouped-query attention, NKV kv heads, each query attending to at most `window` keys (0: the
+  // whole causal prefix): cpu::gqa_attention_forward in kernels/cpu/kernels.hpp.
   virtual void gqa_attention_forward(float* out, float* att, const float* qkv, int64_t b, int64_t t,
-                                     int64_t nh, int64_t nkv, int64_t hs) = 0;
+                                     int64_t nh, int64_t nkv, int64_t hs, int64_t window) = 0;
   // cpu::gqa_attention_backward in kernels/cpu/kernels.hpp.
   virtual void gqa_attention_backward(float* dqkv, const float* dout, const float* qkv,
                                       const float* att, int64_t b, int64_t t, int64_t nh,
-                                      int64_t nkv, int64_t hs) = 0;
+                                      int64_t nkv, int64_t hs, int64_t window) = 0;
   // Rotary position embedding (rotate-half): cpu::rotary_forward in kernels/cpu/kernels.hpp.
   virtual void rotary_forward(float* out, const float* inp, int64_t b, int64_t t, int64_t heads,
                               int64_t hs, int64_t row_stride, int64_t first_col, double theta) = 0;

@@ -33,6 +33,10 @@ class CpuBackend final : public Backend {
   void copy(float* dst, const float* src, int64_t n) override {
     if (dst != src) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
   }
+  void copy_2d(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t rows,
+               int64_t cols) override {
+    for (int64_t r = 0; r < rows; ++r) copy(dst + r * dst_stride, src + r * src_stride, cols);
+  }
   void upload(float* dst, std::span<const float> host) override {
     std::memcpy(dst, host.data(), host.size_bytes());
   }
@@ -126,6 +130,13 @@ class CpuBackend final : public Backend {
                        int64_t h) override {
     cpu::swiglu_backward(dinp, inp, dout, n, h);
   }
+  void geglu_forward(float* out, const float* inp, int64_t n, int64_t h) override {
+    cpu::geglu_forward(out, inp, n, h);
+  }
+  void geglu_backward(float* dinp, const float* inp, const float* dout, int64_t n,
+                      int64_t h) override {
+    cpu::geglu_backward(dinp, inp, dout, n, h);
+  }
   void attention_forward(float* out, float* att, const float* qkv, int64_t b, int64_t t, int64_t nh,
                          int64_t hs) override {
     cpu::attention_forward(out, att, qkv, b, t, nh, hs);
@@ -135,12 +146,13 @@ class CpuBackend final : public Backend {
     cpu::attention_backward(dqkv, dout, qkv, att, b, t, nh, hs);
   }
   void gqa_attention_forward(float* out, float* att, const float* qkv, int64_t b, int64_t t,
-                             int64_t nh, int64_t nkv, int64_t hs) override {
-    cpu::gqa_attention_forward(out, att, qkv, b, t, nh, nkv, hs);
+                             int64_t nh, int64_t nkv, int64_t hs, int64_t window) override {
+    cpu::gqa_attention_forward(out, att, qkv, b, t, nh, nkv, hs, window);
   }
   void gqa_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                              int64_t b, int64_t t, int64_t nh, int64_t nkv, int64_t hs) override {
-    cpu::gqa_attention_backward(dqkv, dout, qkv, att, b, t, nh, nkv, hs);
+                              int64_t b, int64_t t, int64_t nh, int64_t nkv, int64_t hs,
+                              int64_t window) override {
+    cpu::gqa_attention_backward(dqkv, dout, qkv, att, b, t, nh, nkv, hs, window);
   }
   void rotary_forward(float* out, const float* inp, int64_t b, int64_t t, int64_t heads, int64_t hs,
                       int64_t row_stride, int64_t first_col, double theta) override {

@@ -44,20 +44,17 @@ ParamSpec::FullPosition ParamSpec::full_position(int64_t row, int64_t tp_rank, i
 
 void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
                             const std::string& where) {
-  const auto refuse = [&](const char* field, const std::string& problem) {
-    throw InputError(
-        where, field, problem,
-        "run a pre-norm decoder without dropout (tiny-gpt, tiny-llama, gpt2-124m, or a "
-        "JSON model like them)");
-  };
-  if (model.mlp == MlpKind::kGeGlu) refuse("mlp", "the CPU executor has no GeGLU kernel");
-  if (model.dropout) refuse("dropout", "the CPU executor has no dropout kernel");
-  if (model.head_bias) refuse("head_bias", "the CPU executor runs LM heads without a bias");
-  if (model.block != LayerBlock::kPreNorm)
-    refuse("block", "the CPU executor runs the pre-norm block only");
-  if (model.qk_norm != QkNorm::kNone) refuse("qk_norm", "the CPU executor has no QK-norm");
-  if (model.sliding_window != 0)
-    refuse("sliding_window", "the CPU executor runs full causal attention only");
+  if (model.dropout) {
+    throw InputError(where, "dropout", "the CPU executor has no dropout kernel",
+                     "run a model without dropout (tiny-gpt, tiny-llama, or a JSON model with "
+                     "\"dropout\": false)");
+  }
+  if (model.qk_norm == QkNorm::kWhole && plan.tp > 1) {
+    throw InputError(where, "qk_norm",
+                     "a QK-norm over the whole width needs each token's sum of squares over the "
+                     "TP group, which the graph does not reduce",
+                     "use tp 1 for a whole-width QK-norm (OLMo 2), or a per-head QK-norm");
+  }
   if (model.kv_heads % plan.tp != 0) {
     throw InputError(
         where, "tp (--tp)",
@@ -163,6 +160,15 @@ ParamSpec param_spec(const ModelSpec& m, const ParamTensorSpec& spec, const std:
   if (spec.name == "down_w") return weight(name, c, f, TpShard::kColumns, residual_std);
   if (spec.name == "wte" || spec.name == "head_w")
     return weight(name, m.vocab, c, TpShard::kRows, 0.02);
+  if (spec.name == "head_b") return vector(name, m.vocab, TpShard::kRows, 0.0f);
+  if (spec.name == "q_norm_w" || spec.name == "k_norm_w") {
+    // Per head: one head_dim vector shared by every head; over the whole width, split with the
+    // heads.
+    if (m.qk_norm == QkNorm::kPerHead)
+      return vector(name, m.head_dim(), TpShard::kReplicated, 1.0f);
+    return vector(name, spec.name == "q_norm_w" ? m.q_hidden() : m.kv_hidden(), TpShard::kRows,
+                  1.0f);
+  }
   if (spec.name == "wpe") return weight(name, m.max_seq, c, TpShard::kReplicated, 0.01);
   STRATA_ASSERT(spec.cols == 1 && spec.replicated,
                 fmt::format("the executor has no initializer for {}", name));

@@ -67,10 +67,10 @@ struct ParamBlock {
   std::vector<ParamSpec> params;
 };
 
-// Throws InputError (naming `where` and the field) for models the CPU executor cannot run: pre-norm
-// decoders (LayerNorm or RMSNorm; GELU or SwiGLU; learned or rotary positions; multi-head or
-// grouped-query attention; with or without biases) without dropout, QK-norm or windows, whose
-// heads, ffn and vocabulary divide by tp.
+// Throws InputError (naming `where` and the field) for models and plans the CPU executor cannot
+// run. It runs every decoder the plan compiler lowers (any norm, MLP, positions, block, QK-norm,
+// window, biases) without dropout, whose kv heads, ffn and vocabulary divide by tp (and a
+// whole-width QK-norm at tp 1), in fp32 without FP8, offload or the TP overlap.
 void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
                             const std::string& where);
 

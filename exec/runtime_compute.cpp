@@ -94,6 +94,10 @@ void RankRuntime::Impl::run_forward(const Task& task, const OpShape& op, const O
       return;
     }
     case OpKind::kNorm: {
+      if (op.function == OpFunction::kQkNorm || op.function == OpFunction::kQkNormWhole) {
+        qk_norm(op, o);
+        return;
+      }
       const int64_t n = op.dims[0];
       const int64_t width = op.dims[1];
       const float* in = data(o.in.at(0));
@@ -124,17 +128,30 @@ void RankRuntime::Impl::run_forward(const Task& task, const OpShape& op, const O
     case OpKind::kElementwise: {
       const TensorId out = o.out.at(0);
       switch (op.function) {
-        case OpFunction::kResidualAdd:
-          backend.residual_forward(data(out), data(o.in.at(0)), data(o.in.at(1)),
-                                   o.weights.empty() ? nullptr : data(o.weights[0]),
+        case OpFunction::kResidualAdd: {
+          // A parallel block's residual adds both branches' biases.
+          const float* bias = o.weights.empty() ? nullptr : data(o.weights[0]);
+          if (o.weights.size() > 1) {
+            float* sum = workspace(3, c);
+            backend.copy(sum, bias, c);
+            for (size_t i = 1; i < o.weights.size(); ++i)
+              backend.accumulate(sum, data(o.weights[i]), c);
+            bias = sum;
+          }
+          backend.residual_forward(data(out), data(o.in.at(0)), data(o.in.at(1)), bias,
                                    rows_of(elements(out), c), c);
           return;
+        }
         case OpFunction::kGelu:
           backend.gelu_forward(data(out), data(o.in.at(0)), elements(out));
           break;
         case OpFunction::kSwiglu:
           backend.swiglu_forward(data(out), data(o.in.at(0)), tokens_per_micro_batch,
                                  elements(out) / tokens_per_micro_batch);
+          break;
+        case OpFunction::kGeglu:
+          backend.geglu_forward(data(out), data(o.in.at(0)), tokens_per_micro_batch,
+                                elements(out) / tokens_per_micro_batch);
           break;
         case OpFunction::kRotary:
           rotate(data(out), Direction::kForward);
@@ -147,9 +164,13 @@ void RankRuntime::Impl::run_forward(const Task& task, const OpShape& op, const O
     default:
       STRATA_ASSERT(false, fmt::format("no forward kernel for {}", to_string(op.kind)));
   }
-  // A layer's first op also writes the stored copy of its input.
-  for (size_t i = 1; i < o.out.size(); ++i)
-    backend.copy(data(o.out[i]), data(o.in.at(0)), elements(o.out[i]));
+  // A layer's first op also writes the stored copy of its input; when the op read its input
+  // gathered over TP (sequence parallelism), the copy is this rank's rows of it.
+  for (size_t i = 1; i < o.out.size(); ++i) {
+    const int64_t size = elements(o.out[i]);
+    const int64_t offset = size == elements(o.in.at(0)) ? 0 : coord.tp * size;
+    backend.copy(data(o.out[i]), data(o.in[0]) + offset, size);
+  }
 }
 
 void RankRuntime::Impl::run_backward(const Task& task, const OpShape& op, const Operands& o) {
@@ -164,6 +185,10 @@ void RankRuntime::Impl::run_backward(const Task& task, const OpShape& op, const 
       return;
     }
     case OpKind::kNorm: {
+      if (op.function == OpFunction::kQkNorm || op.function == OpFunction::kQkNormWhole) {
+        qk_norm(op, o);
+        return;
+      }
       const int64_t n = op.dims[0];
       const int64_t width = op.dims[1];
       float* din = input_gradient(o, n * width);
@@ -176,6 +201,9 @@ void RankRuntime::Impl::run_backward(const Task& task, const OpShape& op, const 
             data(o.in.at(0)), data(o.in.at(1)), data(o.weights.at(0)), n, width);
       }
       finish_input_gradient(o, n * width);
+      // A parallel block's first norm also takes the second norm's input gradient.
+      for (size_t i = 2; i < o.in.size(); ++i)
+        backend.accumulate(data(o.out[0]), data(o.in[i]), n * width);
       return;
     }
     case OpKind::kMatmul: {
@@ -191,24 +219,38 @@ void RankRuntime::Impl::run_backward(const Task& task, const OpShape& op, const 
     }
     case OpKind::kElementwise:
       switch (op.function) {
-        case OpFunction::kResidualAdd:
-          // The input gradients are the output's: only the bias gradient to add.
-          if (!o.grads.empty()) {
-            backend.residual_backward(data(o.grads[0]), data(o.in.at(0)),
-                                      rows_of(elements(o.in[0]), c), c);
+        case OpFunction::kResidualAdd: {
+          // The input gradients are the output's: the biases' gradients are the column sums of
+          // the first tensor read. A tensor the op updates is a stream's gradient joining the
+          // other gradients it reads (a tensor used twice in the forward sums both gradients).
+          const TensorId dout = o.in.at(0);
+          for (const TensorId grad : o.grads)
+            backend.residual_backward(data(grad), data(dout), rows_of(elements(dout), c), c);
+          for (size_t i = 0; i < o.out.size(); ++i) {
+            for (const TensorId joined : o.in) {
+              if (joined != o.out[i])
+                backend.accumulate(data(o.out[i]), data(joined), elements(joined));
+            }
           }
           return;
+        }
         case OpFunction::kGelu: {
           const int64_t n = elements(o.in.at(0));
           backend.gelu_backward(input_gradient(o, n), data(o.in.at(1)), data(o.in[0]), n);
           finish_input_gradient(o, n);
           return;
         }
-        case OpFunction::kSwiglu: {
+        case OpFunction::kSwiglu:
+        case OpFunction::kGeglu: {
           const int64_t n = elements(o.in.at(1));
           const int64_t h = elements(o.in[0]) / tokens_per_micro_batch;
-          backend.swiglu_backward(input_gradient(o, n), data(o.in[1]), data(o.in[0]),
-                                  tokens_per_micro_batch, h);
+          if (op.function == OpFunction::kSwiglu) {
+            backend.swiglu_backward(input_gradient(o, n), data(o.in[1]), data(o.in[0]),
+                                    tokens_per_micro_batch, h);
+          } else {
+            backend.geglu_backward(input_gradient(o, n), data(o.in[1]), data(o.in[0]),
+                                   tokens_per_micro_batch, h);
+          }
           finish_input_gradient(o, n);
           return;
         }
@@ -233,6 +275,45 @@ void RankRuntime::Impl::run_backward(const Task& task, const OpShape& op, const 
   }
   STRATA_ASSERT(false, fmt::format("no backward kernel for {} {}", to_string(op.kind),
                                    to_string(op.function)));
+}
+
+// QK-norm (Qwen3, Gemma 3: per head; OLMo 2: over the whole width, tp 1) in place on the
+// queries' and the keys' columns of a fused QKV output, which the forward first stores (the
+// norm's input, [q | k] per token). The backward reads that input and turns the gradient of the
+// normalized queries and keys into their inputs' gradient, in place. Each block of columns is
+// copied out to rows of its own, normalized, and copied back.
+void RankRuntime::Impl::qk_norm(const OpShape& op, const Operands& o) {
+  const bool forward = op.direction == Direction::kForward;
+  const int64_t hd = model.head_dim();
+  const int64_t q_heads = model.heads / plan.tp;
+  const int64_t kv_heads = model.kv_heads / plan.tp;
+  const int64_t width = (q_heads + 2 * kv_heads) * hd;
+  const int64_t qk_width = (q_heads + kv_heads) * hd;
+  const int64_t n = tokens_per_micro_batch;
+  float* qkv = data(o.out.at(0));
+  const float* saved = forward ? nullptr : data(o.in.at(0));
+  if (forward) backend.copy_2d(data(o.out.at(1)), qk_width, qkv, width, n, qk_width);
+  const bool per_head = op.function == OpFunction::kQkNorm;
+  for (const auto& [heads, first_col, weights, grad] :
+       {std::tuple(q_heads, int64_t{0}, o.weights.at(0), forward ? kNoTensor : o.grads.at(0)),
+        std::tuple(kv_heads, q_heads * hd, o.weights.at(1), forward ? kNoTensor : o.grads.at(1))}) {
+    const int64_t cols = heads * hd;
+    const int64_t rows = per_head ? n * heads : n;
+    const int64_t norm_width = per_head ? hd : cols;
+    float* block = workspace(3, n * cols);
+    float* result = workspace(4, n * cols);
+    if (forward) {
+      backend.copy_2d(block, cols, qkv + first_col, width, n, cols);
+      backend.rmsnorm_forward(result, workspace(1, rows), block, data(weights), rows, norm_width);
+    } else {
+      float* input = workspace(5, n * cols);
+      backend.copy_2d(input, cols, saved + first_col, qk_width, n, cols);
+      backend.copy_2d(block, cols, qkv + first_col, width, n, cols);
+      backend.rmsnorm_backward_from_input(result, data(grad), block, input, data(weights), rows,
+                                          norm_width);
+    }
+    backend.copy_2d(qkv + first_col, width, result, cols, n, cols);
+  }
 }
 
 // Rotary embedding in place on the queries' and the keys' columns of a fused QKV output (or its
@@ -280,16 +361,17 @@ void RankRuntime::Impl::run_attention(const OpShape& op, const Operands& o, Dire
   }
   if (forward) {
     if (att == nullptr) att = workspace(1, probabilities);
-    backend.gqa_attention_forward(data(o.out.at(0)), att, data(qkv), b, s, heads, kv_heads, hd);
+    backend.gqa_attention_forward(data(o.out.at(0)), att, data(qkv), b, s, heads, kv_heads, hd,
+                                  op.window);
     return;
   }
   if (att == nullptr) {
     att = workspace(1, probabilities);
     backend.gqa_attention_forward(workspace(2, b * s * heads * hd), att, data(qkv), b, s, heads,
-                                  kv_heads, hd);
+                                  kv_heads, hd, op.window);
   }
   backend.gqa_attention_backward(data(o.out.at(0)), data(o.in.at(0)), data(qkv), att, b, s, heads,
-                                 kv_heads, hd);
+                                 kv_heads, hd, op.window);
 }
 
 // The vocabulary-parallel cross-entropy over the logits of this rank's shard, dims {tokens,

@@ -58,6 +58,7 @@ struct RankRuntime::Impl {
   void run_backward(const Task& task, const OpShape& op, const Operands& o);
   void run_attention(const OpShape& op, const Operands& o, Direction direction);
   void rotate(float* qkv, Direction direction);
+  void qk_norm(const OpShape& op, const Operands& o);
   void run_loss(const Task& task, const OpShape& op, const Operands& o);
   void run_optimizer(const Operands& o);
   // Writes the input gradient a backward kernel computes into out[0] (=), or adds it (+=).
@@ -82,7 +83,7 @@ struct RankRuntime::Impl {
 
   std::vector<TensorSlot> slots;  // by tensor id; empty for other ranks' tensors
   std::deque<DeviceTensor> owned;
-  std::array<DeviceTensor, 3> workspaces;
+  std::array<DeviceTensor, 6> workspaces;
 
   // The step being run.
   int64_t step = 0;

@@ -60,6 +60,10 @@ const char* to_string(OpFunction function) {
       return "loss_max";
     case OpFunction::kLossPartials:
       return "loss_partials";
+    case OpFunction::kQkNorm:
+      return "qk_norm";
+    case OpFunction::kQkNormWhole:
+      return "qk_norm_whole";
   }
   return "?";
 }
@@ -145,6 +149,7 @@ OpShape attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim, int6
   const int64_t qkv_out = e * b * s * head_dim * (2 * heads + 2 * kv_heads);
   const int64_t scores = e * b * heads * s * s;
   op.bytes = direction == Direction::kForward ? qkv_out + 6 * scores : 2 * qkv_out + 8 * scores;
+  op.window = window;
   return op;
 }
 
@@ -172,6 +177,7 @@ OpShape flash_attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim
   const int64_t lse = 4 * b * heads * s;
   op.bytes = forward ? e * b * s * head_dim * (2 * heads + 2 * kv_heads) + lse
                      : e * b * s * head_dim * (4 * heads + 4 * kv_heads) + 2 * lse;
+  op.window = window;
   return op;
 }
 

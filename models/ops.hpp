@@ -60,6 +60,10 @@ enum class OpFunction : uint8_t {
   // exponentials and the target's logit. kDefault: both in one pass (tp == 1).
   kLossMax,
   kLossPartials,
+  // QK-norm: an RMSNorm in place on the queries and keys of a fused QKV output, per head (weights
+  // of head_dim shared by the heads) or over the rank's queries and keys each (weights as wide).
+  kQkNorm,
+  kQkNormWhole,
 };
 
 const char* to_string(OpFunction function);
@@ -83,6 +87,9 @@ struct OpShape {
   // chain of elementwise kernels, each paying a launch and its own pass through memory.
   int64_t kernels = 1;
   OpFunction function = OpFunction::kDefault;
+  // Attention: the sliding window each query attends through (keys from position i - window + 1
+  // to i), 0 for the whole causal prefix. The executor's kernel needs it; the cost has it already.
+  int64_t window = 0;
 
   bool operator==(const OpShape&) const = default;
 };

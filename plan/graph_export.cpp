@@ -120,9 +120,11 @@ std::string graph_to_json(const TaskGraph& graph) {
     fmt::format_to(
         std::back_inserter(out),
         R"({}{{"kind":"{}","function":"{}","direction":"{}","dtype":"{}","dims":[{}],"flops":{},)"
-        R"("model_flops":{},"bytes":{}}})",
+        R"("model_flops":{},"bytes":{})",
         i ? ",\n" : "\n", to_string(op.kind), to_string(op.function), direction_name(op.direction),
         to_string(op.dtype), fmt::join(op.dims, ","), op.flops, op.model_flops, op.bytes);
+    if (op.window > 0) fmt::format_to(std::back_inserter(out), R"(,"window":{})", op.window);
+    out += '}';
   }
   out += "],\n\"groups\":[";
   for (size_t i = 0; i < graph.groups().size(); ++i) {

@@ -241,6 +241,7 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   const GemmResult attn = tp_gemm(ctx_, state_, out, kNoTask);
   // The branch's output with the residual add's other inputs (the overlap's last chunk).
   const TensorId mid = at(Slot::kMid);
+  TaskId mid_ready = kNoTask;
   if (!parallel) {
     const GemmResult branch =
         post_norm(attn, lp_.post_attn_norm_w, lp_.post_attn_norm_b, Slot::kPostAttnNormIn);
@@ -249,7 +250,7 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
     weight(uses, lp_.out_b);
     uses.push_back(write(mid));
     if (m_.dropout) uses.push_back(write(at(Slot::kAttnMask)));
-    p_.compute(TaskRole::kAttnResidual, op_.residual.forward, {attn.task}, uses);
+    mid_ready = p_.compute(TaskRole::kAttnResidual, op_.residual.forward, {attn.task}, uses);
   }
   TaskId mlp_in = kNoTask;
   TensorId mlp_src = mid;
@@ -266,6 +267,7 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
     mlp_src = sp ? gathered : at(Slot::kQkvIn);  // the shared norm's output, gathered once
   } else {
     up_copy.insert(up_copy.begin(), at(Slot::kUpIn));  // post-norm: the MLP input is mid
+    mlp_in = mid_ready;
   }
   // The MLP gathers its own input unless it shares the attention's norm (and so its gather).
   const bool gathers_mlp_in = m_.block != LayerBlock::kParallel;
@@ -418,13 +420,16 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
   TensorId dout_attn = dstream;
   if (!parallel) {
     TaskUses uses{read(dstream)};
+    TaskId joined = kNoTask;
     if (!norm_before_mlp(m_)) {
-      // A post-norm block's MLP reads the stream itself: its input gradient joins the stream's.
+      // A post-norm block's MLP reads the stream itself: its input gradient joins the stream's,
+      // once reduced.
       uses.push_back(read(up_result.out));
       uses.push_back(update(dstream));
+      joined = up_result.task;
     }
     add_grad(uses, lp_.out_b);
-    attn_grad = p_.compute(TaskRole::kAttnResidual, op_.residual.backward, {}, uses);
+    attn_grad = p_.compute(TaskRole::kAttnResidual, op_.residual.backward, {joined}, uses);
     if (norm_after(m_)) {
       attn_grad =
           post_norm_backward(lp_.post_attn_norm_w, lp_.post_attn_norm_b, Slot::kPostAttnNormIn);
@@ -494,7 +499,12 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
   add_grad(qkv.weights, lp_.qkv_w);
   add_grad(qkv.weights, lp_.qkv_b);
   const GemmResult qkv_result = tp_gemm(ctx_, state_, qkv, attention);
-  if (!norm_before(m_)) return qkv_result.task;
+  if (!norm_before(m_)) {
+    // A post-norm block's attention reads the layer input itself: its input gradient joins the
+    // stream's (autograd's sum of a tensor's two uses).
+    return p_.compute(TaskRole::kAttnResidual, op_.residual.backward, {qkv_result.task},
+                      {read(qkv_result.out), update(dstream)});
+  }
   TaskUses uses{read(qkv_result.out), read(at(Slot::kNorm1In))};
   weight(uses, lp_.norm1_w);
   if (m_.block == LayerBlock::kParallelTwoNorms) uses.push_back(read(dbranch));

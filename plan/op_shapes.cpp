@@ -81,11 +81,12 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   // per token that is left out).
   if (m.qk_norm != QkNorm::kNone) {
     const int64_t qk_rows = sb * (m.heads + m.kv_heads) / t;
-    ops.qk_norm = with_function(fused ? pair(norm_op(qk_rows, m.head_dim(), fwd, dt),
-                                             norm_op(qk_rows, m.head_dim(), bwd, dt))
-                                      : pair(eager_rms_norm_op(qk_rows, m.head_dim(), fwd, dt),
-                                             eager_rms_norm_op(qk_rows, m.head_dim(), bwd, dt)),
-                                OpFunction::kRmsNorm);
+    ops.qk_norm = with_function(
+        fused
+            ? pair(norm_op(qk_rows, m.head_dim(), fwd, dt), norm_op(qk_rows, m.head_dim(), bwd, dt))
+            : pair(eager_rms_norm_op(qk_rows, m.head_dim(), fwd, dt),
+                   eager_rms_norm_op(qk_rows, m.head_dim(), bwd, dt)),
+        m.qk_norm == QkNorm::kPerHead ? OpFunction::kQkNorm : OpFunction::kQkNormWhole);
   }
   ops.attn_out = pair(matmul_op(sb, h, q, fwd, gemm), matmul_op(sb, h, q, bwd, gemm));
   ops.residual =

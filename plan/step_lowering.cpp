@@ -290,24 +290,31 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
   // Sequence parallelism leaves each TP rank with the norm and bias gradients of its own
   // sequence shard: they are summed over the TP group before the step (Megatron-LM's
   // _allreduce_layernorm_grads): the layer's norms (weight and bias) and its row-parallel biases
-  // (attention output and MLP down), and the final norm on the last stage.
-  if (ctx.plan.sequence_parallel && ctx.plan.tp > 1) {
-    const ModelSpec& m = ctx.model;
+  // (attention output and MLP down), and the final norm on the last stage. A per-head QK-norm's
+  // weights, shared by heads that TP splits, need the same sum with or without sequence
+  // parallelism (the same function sums them whenever config.qk_layernorm is set).
+  const ModelSpec& m = ctx.model;
+  const bool sp = ctx.plan.sequence_parallel;
+  const bool qk_norm = m.qk_norm == QkNorm::kPerHead;
+  if ((sp || qk_norm) && ctx.plan.tp > 1) {
     const int64_t norm = m.norm == NormKind::kLayerNorm ? 2 * m.hidden : m.hidden;
     const int64_t biases = ((m.out_bias ? 1 : 0) + (m.linear_bias ? 1 : 0)) * m.hidden;
-    int64_t elements =
-        ctx.stage_layers[static_cast<size_t>(state.stage)] * (m.norms_per_layer() * norm + biases);
-    if (state.stage == ctx.plan.pp - 1) elements += norm;
+    const int64_t per_layer =
+        (sp ? m.norms_per_layer() * norm + biases : 0) + (qk_norm ? 2 * m.head_dim() : 0);
+    int64_t elements = ctx.stage_layers[static_cast<size_t>(state.stage)] * per_layer;
+    if (sp && state.stage == ctx.plan.pp - 1) elements += norm;
     std::vector<TaskId> after = state.grad_syncs;
     after.push_back(p.last_compute());
     TaskUses uses;
     for (const BlockTensors& block : state.layer_blocks) {
       if (block.params.empty()) continue;
       for (size_t i = 0; i < ctx.layer_specs.size(); ++i) {
-        if (ctx.layer_specs[i].replicated) uses.push_back(update(block.grads[i]));
+        const ParamTensorSpec& spec = ctx.layer_specs[i];
+        const bool qk_weight = spec.name == "q_norm_w" || spec.name == "k_norm_w";
+        if (spec.replicated && (sp || qk_weight)) uses.push_back(update(block.grads[i]));
       }
     }
-    if (!state.head_block.grads.empty()) {
+    if (sp && !state.head_block.grads.empty()) {
       const size_t norm_params = ctx.final_norm_params;
       for (size_t i = 0; i < norm_params; ++i) uses.push_back(update(state.head_block.grads[i]));
     }

@@ -2,8 +2,11 @@
 // attention_forward and attention_backward, generalized to grouped-query attention (Ainslie et
 // al. 2023): NKV key/value heads shared by groups of NH / NKV query heads, query head h reading
 // kv head h / (NH / NKV), as Megatron-LM and Hugging Face group them. Multi-head attention is the
-// case NKV = NH. The two products of each (batch, head) go through BLAS: q, k and v are strided
-// views of qkv (row stride (NH + 2*NKV)*HS), so no copies are made.
+// case NKV = NH. A sliding window (Mistral's sliding_window, Jiang et al. 2023) narrows each
+// query's keys to the last `window` positions, itself included. The two products of each (batch,
+// head) go through BLAS: q, k and v are strided views of qkv (row stride (NH + 2*NKV)*HS), so no
+// copies are made. The products run over the whole (T,T) block; the softmax writes the masked
+// entries of att as exact zeros.
 
 #include <algorithm>
 #include <cmath>
@@ -42,16 +45,28 @@ void check_heads(int64_t nh, int64_t nkv) {
                 "grouped-query attention needs NH to be a multiple of NKV (Ainslie et al. 2023)");
 }
 
+void check_window(int64_t window) {
+  STRATA_ASSERT(window >= 0, "an attention window is a number of keys >= 0 (0: no window)");
+}
+
+// The first key the query at position i sees: 0 without a window (window 0), else i - window + 1
+// (keys i - window < j <= i), clamped at 0. Example: window 3, i = 5 gives 3 (keys 3, 4, 5).
+int64_t first_key(int64_t i, int64_t window) {
+  return window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
+}
+
 }  // namespace
 
 // out is (B,T,NH*HS), att (B,NH,T,T), qkv (B,T,(NH+2*NKV)*HS). Per (batch, query head h), with
 // Q the (T,HS) view of head h and K, V those of kv head h / (NH/NKV):
-// att = causal_softmax(Q @ K^T / sqrt(HS)), out = att @ V.
+// att = masked_softmax(Q @ K^T / sqrt(HS)), out = att @ V, row i of the softmax over keys
+// [first_key(i, window), i] and 0 elsewhere.
 template <typename T>
 void gqa_attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, int64_t nh,
-                           int64_t nkv, int64_t hs) {
+                           int64_t nkv, int64_t hs, int64_t window) {
   if (b <= 0 || t <= 0 || nh <= 0 || hs <= 0) return;
   check_heads(nh, nkv);
+  check_window(window);
   const int64_t c = nh * hs;
   const int64_t row = (nh + 2 * nkv) * hs;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
@@ -59,19 +74,22 @@ void gqa_attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, i
     for (int64_t h = 0; h < nh; ++h) {
       const HeadViews at = head_views(bi, h, t, nh, nkv, hs);
       T* a = att + at.att;
-      // The full (T,T) score matrix; the causal softmax below zeroes the part above the diagonal.
+      // The full (T,T) score matrix; the masked softmax below zeroes the part above the diagonal
+      // and, with a window, the keys before it.
       gemm(CblasNoTrans, CblasTrans, t, t, hs, scale, qkv + at.q, row, qkv + at.k, row, T(0), a, t);
       for (int64_t i = 0; i < t; ++i) {
         T* a_row = a + i * t;
-        T max = a_row[0];
-        for (int64_t j = 1; j <= i; ++j) max = std::max(max, a_row[j]);
+        const int64_t first = first_key(i, window);
+        T max = a_row[first];
+        for (int64_t j = first + 1; j <= i; ++j) max = std::max(max, a_row[j]);
         T sum = 0;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = first; j <= i; ++j) {
           a_row[j] = std::exp(a_row[j] - max);
           sum += a_row[j];
         }
         const T inv_sum = T(1) / sum;
-        for (int64_t j = 0; j <= i; ++j) a_row[j] *= inv_sum;
+        for (int64_t j = first; j <= i; ++j) a_row[j] *= inv_sum;
+        for (int64_t j = 0; j < first; ++j) a_row[j] = T(0);
         for (int64_t j = i + 1; j < t; ++j) a_row[j] = T(0);
       }
       gemm(CblasNoTrans, CblasNoTrans, t, hs, t, T(1), a, t, qkv + at.v, row, T(0), out + at.out,
@@ -85,14 +103,17 @@ void gqa_attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, i
 //   datt = dout @ V^T,  dV += att^T @ dout,
 //   dpre[i][j] = att[i][j] * (datt[i][j] - sum_l att[i][l] datt[i][l])   (softmax backward),
 //   dQ = scale * dpre @ K,  dK += scale * dpre^T @ Q.
+// The softmax backward runs over the keys each query sees (first_key(i, window) to i); outside
+// them att is 0, so dpre is 0 there and the products need no mask.
 // A kv head's dK and dV sum over the query heads of its group, in head order: the group's first
 // head writes them (beta 0), the others add (beta 1). With the dQ products, every column block
 // of dqkv is written.
 template <typename T>
 void gqa_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int64_t b,
-                            int64_t t, int64_t nh, int64_t nkv, int64_t hs) {
+                            int64_t t, int64_t nh, int64_t nkv, int64_t hs, int64_t window) {
   if (b <= 0 || t <= 0 || nh <= 0 || hs <= 0) return;
   check_heads(nh, nkv);
+  check_window(window);
   const int64_t c = nh * hs;
   const int64_t row = (nh + 2 * nkv) * hs;
   const int64_t group = nh / nkv;
@@ -104,15 +125,17 @@ void gqa_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, 
       const T* a = att + at.att;
       const T* dy = dout + at.out;
       const T kv_beta = h % group == 0 ? T(0) : T(1);
-      // datt, then the softmax backward in place; entries above the diagonal end at 0 since
-      // att is 0 there.
+      // datt, then the softmax backward in place; masked entries (above the diagonal, and before
+      // the window) end at 0 since att is 0 there.
       gemm(CblasNoTrans, CblasTrans, t, t, hs, T(1), dy, c, qkv + at.v, row, T(0), dpre.data(), t);
       for (int64_t i = 0; i < t; ++i) {
         const T* a_row = a + i * t;
         T* d_row = dpre.data() + i * t;
+        const int64_t first = first_key(i, window);
         T dot = 0;
-        for (int64_t j = 0; j <= i; ++j) dot += a_row[j] * d_row[j];
-        for (int64_t j = 0; j <= i; ++j) d_row[j] = a_row[j] * (d_row[j] - dot);
+        for (int64_t j = first; j <= i; ++j) dot += a_row[j] * d_row[j];
+        for (int64_t j = first; j <= i; ++j) d_row[j] = a_row[j] * (d_row[j] - dot);
+        for (int64_t j = 0; j < first; ++j) d_row[j] = T(0);
         for (int64_t j = i + 1; j < t; ++j) d_row[j] = T(0);
       }
       gemm(CblasTrans, CblasNoTrans, t, hs, t, T(1), a, t, dy, c, kv_beta, dqkv + at.v, row);
@@ -137,13 +160,13 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int6
 }
 
 template void gqa_attention_forward<float>(float*, float*, const float*, int64_t, int64_t, int64_t,
-                                           int64_t, int64_t);
+                                           int64_t, int64_t, int64_t);
 template void gqa_attention_forward<double>(double*, double*, const double*, int64_t, int64_t,
-                                            int64_t, int64_t, int64_t);
+                                            int64_t, int64_t, int64_t, int64_t);
 template void gqa_attention_backward<float>(float*, const float*, const float*, const float*,
-                                            int64_t, int64_t, int64_t, int64_t, int64_t);
+                                            int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 template void gqa_attention_backward<double>(double*, const double*, const double*, const double*,
-                                             int64_t, int64_t, int64_t, int64_t, int64_t);
+                                             int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 template void attention_forward<float>(float*, float*, const float*, int64_t, int64_t, int64_t,
                                        int64_t);
 template void attention_forward<double>(double*, double*, const double*, int64_t, int64_t, int64_t,

@@ -86,19 +86,32 @@ void swiglu_forward(T* out, const T* inp, int64_t n, int64_t h);
 template <typename T>
 void swiglu_backward(T* dinp, const T* inp, const T* dout, int64_t n, int64_t h);
 
+// GeGLU (Shazeer 2020; Gemma's MLP), the same layout as SwiGLU: each row of inp (N,2H) is
+// [gate (H) | up (H)]; out (N,H) = gelu(gate) * up, gelu the tanh approximation of gelu_forward
+// (Hugging Face's gelu_pytorch_tanh).
+template <typename T>
+void geglu_forward(T* out, const T* inp, int64_t n, int64_t h);
+// dinp (N,2H) = [dout * up * gelu'(gate) | dout * gelu(gate)], gelu' as in gelu_backward.
+template <typename T>
+void geglu_backward(T* dinp, const T* inp, const T* dout, int64_t n, int64_t h);
+
 // Causal grouped-query attention (Ainslie et al. 2023): NKV key/value heads, NH % NKV == 0, query
 // head h attending with kv head h / (NH/NKV) (Megatron-LM's and Hugging Face's grouping). qkv is
 // (B,T,(NH+2*NKV)*HS): per token [q (NH*HS) | k (NKV*HS) | v (NKV*HS)], heads of HS.
-// att (B,NH,T,T) receives the softmax probabilities of scale * q.k (scale 1/sqrt(HS)), zero above
-// the diagonal; out (B,T,NH*HS) = att @ v.
+// att (B,NH,T,T) receives the softmax probabilities of scale * q.k (scale 1/sqrt(HS)) over the
+// keys each query sees, exactly zero elsewhere; out (B,T,NH*HS) = att @ v. window 0: the query at
+// position i sees keys j <= i (full causal attention). window w > 0 (Mistral's sliding_window,
+// Jiang et al. 2023): keys i - w < j <= i, itself and the w - 1 before it; w >= T is the same as 0,
+// bit for bit. Example, w = 3: query 5 sees keys 3, 4 and 5.
 template <typename T>
 void gqa_attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, int64_t nh,
-                           int64_t nkv, int64_t hs);
+                           int64_t nkv, int64_t hs, int64_t window = 0);
 // dqkv (B,T,(NH+2*NKV)*HS) = the gradient of out with respect to qkv, from dout (B,T,NH*HS) and
-// the saved att; written (=). A kv head's dk and dv sum over the NH/NKV query heads of its group.
+// the saved att (of the forward with the same window); written (=). A kv head's dk and dv sum over
+// the NH/NKV query heads of its group.
 template <typename T>
 void gqa_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int64_t b,
-                            int64_t t, int64_t nh, int64_t nkv, int64_t hs);
+                            int64_t t, int64_t nh, int64_t nkv, int64_t hs, int64_t window = 0);
 
 // Causal multi-head attention: grouped-query attention with NKV = NH, the same results bit for
 // bit. qkv is (B,T,3*NH*HS): per token [q | k | v], each NH heads of HS; att (B,NH,T,T),

@@ -92,7 +92,7 @@ TEST_CASE("backend rmsnorm forward and backward are cpu::rmsnorm_*, bit for bit"
   check_bit_identical("dweight", dweight, want_dweight);
 }
 
-TEST_CASE("backend swiglu forward and backward are cpu::swiglu_*, bit for bit") {
+TEST_CASE("backend swiglu and geglu forward and backward are cpu::swiglu_*, geglu_*, bit for bit") {
   // inp (N,2H) rows [gate | up]; out (N,H); dinp (N,2H) written over garbage.
   constexpr int64_t kH = 16;
   const auto inp = random_floats(kN * 2 * kH, 21, -4.0f, 4.0f);
@@ -100,15 +100,37 @@ TEST_CASE("backend swiglu forward and backward are cpu::swiglu_*, bit for bit") 
   const auto garbage = random_floats(kN * 2 * kH, 23, 1e3f, 2e3f);
   const auto backend = make_cpu_backend();
 
-  std::vector<float> out(kN * kH), want_out(kN * kH);
-  backend->swiglu_forward(out.data(), inp.data(), kN, kH);
-  cpu::swiglu_forward(want_out.data(), inp.data(), kN, kH);
-  check_bit_identical("out", out, want_out);
+  for (const bool swiglu : {true, false}) {
+    INFO((swiglu ? "swiglu" : "geglu"));
+    std::vector<float> out(kN * kH), want_out(kN * kH);
+    auto dinp = garbage, want_dinp = garbage;
+    if (swiglu) {
+      backend->swiglu_forward(out.data(), inp.data(), kN, kH);
+      cpu::swiglu_forward(want_out.data(), inp.data(), kN, kH);
+      backend->swiglu_backward(dinp.data(), inp.data(), dout.data(), kN, kH);
+      cpu::swiglu_backward(want_dinp.data(), inp.data(), dout.data(), kN, kH);
+    } else {
+      backend->geglu_forward(out.data(), inp.data(), kN, kH);
+      cpu::geglu_forward(want_out.data(), inp.data(), kN, kH);
+      backend->geglu_backward(dinp.data(), inp.data(), dout.data(), kN, kH);
+      cpu::geglu_backward(want_dinp.data(), inp.data(), dout.data(), kN, kH);
+    }
+    check_bit_identical("out", out, want_out);
+    check_bit_identical("dinp", dinp, want_dinp);
+  }
+}
 
-  auto dinp = garbage, want_dinp = garbage;
-  backend->swiglu_backward(dinp.data(), inp.data(), dout.data(), kN, kH);
-  cpu::swiglu_backward(want_dinp.data(), inp.data(), dout.data(), kN, kH);
-  check_bit_identical("dinp", dinp, want_dinp);
+TEST_CASE("backend copy_2d copies a column block of a row-major tensor") {
+  // Columns 2..4 of a (3,6) tensor into a (3,3) one, and back into a zeroed (3,6) one.
+  std::vector<float> src(18);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+  const auto backend = make_cpu_backend();
+  std::vector<float> block(9);
+  backend->copy_2d(block.data(), 3, src.data() + 2, 6, 3, 3);
+  CHECK(block == std::vector<float>{2, 3, 4, 8, 9, 10, 14, 15, 16});
+  std::vector<float> back(18, 0.0f);
+  backend->copy_2d(back.data() + 2, 6, block.data(), 3, 3, 3);
+  for (size_t i = 0; i < back.size(); ++i) CHECK(back[i] == (i % 6 >= 2 && i % 6 < 5 ? src[i] : 0));
 }
 
 // Attention and rotary shapes: B = 2 sequences of T = 5 tokens, NH = 4 query heads sharing
@@ -122,25 +144,31 @@ constexpr int64_t kHS = 4;
 constexpr int64_t kW = (kNH + 2 * kNKV) * kHS;
 
 TEST_CASE("backend gqa attention forward and backward are cpu::gqa_attention_*, bit for bit") {
-  // out (B,T,NH*HS) and att (B,NH,T,T) of the forward; dqkv (B,T,W), written over garbage.
+  // out (B,T,NH*HS) and att (B,NH,T,T) of the forward; dqkv (B,T,W), written over garbage; the
+  // whole causal prefix and a sliding window of 3 keys.
   const auto qkv = random_floats(kB * kT * kW, 31);
   const auto dout = random_floats(kB * kT * kNH * kHS, 32);
   const auto garbage = random_floats(kB * kT * kW, 33, 1e3f, 2e3f);
   const auto backend = make_cpu_backend();
 
-  std::vector<float> out(kB * kT * kNH * kHS), att(kB * kNH * kT * kT);
-  auto want_out = out, want_att = att;
-  backend->gqa_attention_forward(out.data(), att.data(), qkv.data(), kB, kT, kNH, kNKV, kHS);
-  cpu::gqa_attention_forward(want_out.data(), want_att.data(), qkv.data(), kB, kT, kNH, kNKV, kHS);
-  check_bit_identical("out", out, want_out);
-  check_bit_identical("att", att, want_att);
+  for (const int64_t window : {0, 3}) {
+    INFO("window " << window);
+    std::vector<float> out(kB * kT * kNH * kHS), att(kB * kNH * kT * kT);
+    auto want_out = out, want_att = att;
+    backend->gqa_attention_forward(out.data(), att.data(), qkv.data(), kB, kT, kNH, kNKV, kHS,
+                                   window);
+    cpu::gqa_attention_forward(want_out.data(), want_att.data(), qkv.data(), kB, kT, kNH, kNKV, kHS,
+                               window);
+    check_bit_identical("out", out, want_out);
+    check_bit_identical("att", att, want_att);
 
-  auto dqkv = garbage, want_dqkv = garbage;
-  backend->gqa_attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), kB, kT, kNH,
-                                  kNKV, kHS);
-  cpu::gqa_attention_backward(want_dqkv.data(), dout.data(), qkv.data(), want_att.data(), kB, kT,
-                              kNH, kNKV, kHS);
-  check_bit_identical("dqkv", dqkv, want_dqkv);
+    auto dqkv = garbage, want_dqkv = garbage;
+    backend->gqa_attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), kB, kT, kNH,
+                                    kNKV, kHS, window);
+    cpu::gqa_attention_backward(want_dqkv.data(), dout.data(), qkv.data(), want_att.data(), kB, kT,
+                                kNH, kNKV, kHS, window);
+    check_bit_identical("dqkv", dqkv, want_dqkv);
+  }
 }
 
 TEST_CASE("backend rotary forward and backward are cpu::rotary_*, bit for bit") {

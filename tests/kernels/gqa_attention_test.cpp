@@ -2,10 +2,16 @@
 // attention on K and V heads repeated per group, backward against central differences, float
 // against double. attention_forward and attention_backward are the NKV = NH case, so the
 // multi-head tests (attention_test.cpp) check that case against the softmax formula; that it is
-// bit for bit the multi-head kernel it replaced was checked when the two were merged.
+// bit for bit the multi-head kernel it replaced was checked when the two were merged. The sliding
+// window (Mistral's, Jiang et al. 2023): against a direct masked softmax written here, the masked
+// probabilities exactly 0, a window of T or more the same bits as none, backward against central
+// differences.
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "kernels/cpu/kernels.hpp"
@@ -89,6 +95,27 @@ GqaOutputs run_mha(const std::vector<double>& qkv, const std::vector<double>& do
   return {out, att, dqkv};
 }
 
+// Checks an analytic dqkv against the numeric one, whole and then the q, k and v parts separately
+// (so that a small part cannot hide behind a large one); rows of (NH+2*NKV)*HS.
+void check_dqkv(const std::vector<double>& analytic, const std::vector<double>& numeric, int64_t nh,
+                int64_t nkv, int64_t hs) {
+  check_close("dqkv", analytic, numeric, kGradientTolerance);
+  const int64_t width = (nh + 2 * nkv) * hs;
+  const int64_t rows = static_cast<int64_t>(analytic.size()) / width;
+  const int64_t widths[3] = {nh * hs, nkv * hs, nkv * hs};
+  const int64_t starts[3] = {0, nh * hs, (nh + nkv) * hs};
+  for (int64_t part = 0; part < 3; ++part) {
+    std::vector<double> got, want;
+    for (int64_t row = 0; row < rows; ++row) {
+      for (int64_t c = 0; c < widths[part]; ++c) {
+        got.push_back(analytic[row * width + starts[part] + c]);
+        want.push_back(numeric[row * width + starts[part] + c]);
+      }
+    }
+    check_close(part == 0 ? "dq" : part == 1 ? "dk" : "dv", got, want, kGradientTolerance);
+  }
+}
+
 TEST_CASE(
     "gqa with NKV < NH equals multi-head attention on K and V repeated per group (HF repeat_kv): "
     "out and att bit for bit",
@@ -159,22 +186,8 @@ TEST_CASE(
     gqa_attention_forward(out.data(), att.data(), in.qkv.data(), kB, kT, kNH, nkv, kHS);
     return test::weighted_sum(out, in.dout);
   };
-  const std::vector<double> numeric = test::numeric_gradient(in.qkv, loss);
   INFO("NKV = " << nkv);
-  check_close("dqkv", analytic.dqkv, numeric, kGradientTolerance);
-  // The q, k and v parts separately, so that a small part cannot hide behind a large one.
-  const int64_t widths[3] = {kNH * kHS, nkv * kHS, nkv * kHS};
-  const int64_t starts[3] = {0, kNH * kHS, (kNH + nkv) * kHS};
-  for (int64_t part = 0; part < 3; ++part) {
-    std::vector<double> got, want;
-    for (int64_t row = 0; row < kB * kT; ++row) {
-      for (int64_t c = 0; c < widths[part]; ++c) {
-        got.push_back(analytic.dqkv[row * row_width(nkv) + starts[part] + c]);
-        want.push_back(numeric[row * row_width(nkv) + starts[part] + c]);
-      }
-    }
-    check_close(part == 0 ? "dq" : part == 1 ? "dk" : "dv", got, want, kGradientTolerance);
-  }
+  check_dqkv(analytic.dqkv, test::numeric_gradient(in.qkv, loss), kNH, nkv, kHS);
 }
 
 TEST_CASE("gqa float agrees with double within 1e-5 relative", "[gqa]") {
@@ -188,6 +201,179 @@ TEST_CASE("gqa float agrees with double within 1e-5 relative", "[gqa]") {
   check_close("out", f.out, d.out, kFloatTolerance);
   check_close("att", f.att, d.att, kFloatTolerance);
   check_close("dqkv", f.dqkv, d.dqkv, kFloatTolerance);
+}
+
+// The sliding-window tests use their own sizes: B = 2 sequences of T = 8 tokens, NH = 4 query heads
+// of HS = 4 and NKV = 2, so that windows of 1 to 7 all mask some keys.
+struct WindowShape {
+  int64_t b = 2;
+  int64_t t = 8;
+  int64_t nh = 4;
+  int64_t nkv = 2;
+  int64_t hs = 4;
+  int64_t row() const { return (nh + 2 * nkv) * hs; }
+  int64_t c() const { return nh * hs; }
+  int64_t att_size() const { return b * nh * t * t; }
+};
+
+struct WindowInputs {
+  WindowShape shape;
+  std::vector<double> qkv = random_values(shape.b * shape.t * shape.row(), 61, -2.0, 2.0);
+  std::vector<double> dout = random_values(shape.b * shape.t * shape.c(), 62);
+};
+
+GqaOutputs run_windowed(const WindowInputs& in, int64_t window) {
+  const WindowShape& s = in.shape;
+  std::vector<double> out(s.b * s.t * s.c(), 1e3), att(s.att_size(), 1e3);
+  std::vector<double> dqkv(in.qkv.size(), 1e3);  // poisoned: every entry must be written
+  gqa_attention_forward(out.data(), att.data(), in.qkv.data(), s.b, s.t, s.nh, s.nkv, s.hs, window);
+  gqa_attention_backward(dqkv.data(), in.dout.data(), in.qkv.data(), att.data(), s.b, s.t, s.nh,
+                         s.nkv, s.hs, window);
+  return {out, att, dqkv};
+}
+
+// Sliding-window attention written directly: the query at position i of head h sees keys
+// max(0, i - w + 1) <= j <= i of kv head h / (NH/NKV) (all j <= i when w is 0); att is the softmax
+// of q.k / sqrt(HS) over those keys and 0 elsewhere, out = sum_j att[i][j] v_j.
+GqaOutputs reference_windowed(const WindowInputs& in, int64_t window) {
+  const WindowShape& s = in.shape;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.hs));
+  std::vector<double> out(s.b * s.t * s.c(), 0.0), att(s.att_size(), 0.0);
+  for (int64_t b = 0; b < s.b; ++b) {
+    for (int64_t h = 0; h < s.nh; ++h) {
+      const int64_t kv = h / (s.nh / s.nkv);
+      for (int64_t i = 0; i < s.t; ++i) {
+        const int64_t first = window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
+        const double* q = in.qkv.data() + (b * s.t + i) * s.row() + h * s.hs;
+        double* a = att.data() + ((b * s.nh + h) * s.t + i) * s.t;
+        double max = -std::numeric_limits<double>::infinity();
+        for (int64_t j = first; j <= i; ++j) {
+          const double* k = in.qkv.data() + (b * s.t + j) * s.row() + (s.nh + kv) * s.hs;
+          double dot = 0;
+          for (int64_t d = 0; d < s.hs; ++d) dot += q[d] * k[d];
+          a[j] = scale * dot;
+          max = std::max(max, a[j]);
+        }
+        double sum = 0;
+        for (int64_t j = first; j <= i; ++j) {
+          a[j] = std::exp(a[j] - max);
+          sum += a[j];
+        }
+        for (int64_t j = first; j <= i; ++j) {
+          a[j] /= sum;
+          const double* v = in.qkv.data() + (b * s.t + j) * s.row() + (s.nh + s.nkv + kv) * s.hs;
+          for (int64_t d = 0; d < s.hs; ++d)
+            out[(b * s.t + i) * s.c() + h * s.hs + d] += a[j] * v[d];
+        }
+      }
+    }
+  }
+  return {out, att, {}};
+}
+
+TEST_CASE(
+    "gqa with a sliding window w equals a direct softmax over keys i - w < j <= i; att rows are "
+    "exactly 0 outside them and sum to 1",
+    "[gqa][window]") {
+  // Mistral's sliding_window (Jiang et al. 2023), as models/ops.hpp's causal_pairs counts it: each
+  // query attends to itself and the w - 1 keys before it.
+  const int64_t window = GENERATE(1, 3, 7);
+  const WindowInputs in;
+  const WindowShape& s = in.shape;
+  const GqaOutputs got = run_windowed(in, window);
+  const GqaOutputs want = reference_windowed(in, window);
+  INFO("window = " << window);
+  // BLAS adds the products in another order than the loops above: equal up to rounding.
+  check_close("out", got.out, want.out, 1e-13);
+  check_close("att", got.att, want.att, 1e-13);
+  for (int64_t row = 0; row < s.b * s.nh * s.t; ++row) {
+    const int64_t i = row % s.t;
+    const int64_t first = std::max<int64_t>(0, i - window + 1);
+    const double* a = got.att.data() + row * s.t;
+    INFO("att row " << row << ", query " << i);
+    double sum = 0;
+    for (int64_t j = 0; j < s.t; ++j) {
+      if (j < first || j > i) {
+        CHECK(a[j] == 0.0);
+      } else {
+        CHECK(a[j] > 0.0);
+        sum += a[j];
+      }
+    }
+    CHECK(sum == Approx(1.0).epsilon(1e-14));
+  }
+}
+
+TEST_CASE("gqa with a window of 1: each query sees only itself, att = I and out = its own v",
+          "[gqa][window]") {
+  // One key: the softmax is exp(0) / exp(0) = 1 exactly, and att @ V picks v_i (1 * v + 0 * ...).
+  const WindowInputs in;
+  const WindowShape& s = in.shape;
+  const GqaOutputs got = run_windowed(in, 1);
+  for (int64_t b = 0; b < s.b; ++b) {
+    for (int64_t h = 0; h < s.nh; ++h) {
+      const int64_t kv = h / (s.nh / s.nkv);
+      for (int64_t i = 0; i < s.t; ++i) {
+        for (int64_t j = 0; j < s.t; ++j) {
+          CHECK(got.att[((b * s.nh + h) * s.t + i) * s.t + j] == (i == j ? 1.0 : 0.0));
+        }
+        for (int64_t d = 0; d < s.hs; ++d) {
+          CHECK(got.out[(b * s.t + i) * s.c() + h * s.hs + d] ==
+                in.qkv[(b * s.t + i) * s.row() + (s.nh + s.nkv + kv) * s.hs + d]);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("gqa with a window of T or more gives the same bits as no window (window 0)",
+          "[gqa][window]") {
+  // A window w >= T masks no key j <= i < T (i - w < 0 <= j), so the kernel runs the same loops.
+  const WindowInputs in;
+  const int64_t window = GENERATE(8, 9, 100);
+  const GqaOutputs full = run_windowed(in, 0);
+  const GqaOutputs windowed = run_windowed(in, window);
+  INFO("window = " << window);
+  CHECK(windowed.out == full.out);
+  CHECK(windowed.att == full.att);
+  CHECK(windowed.dqkv == full.dqkv);
+}
+
+TEST_CASE(
+    "gqa backward with a window of 3 (float64) equals central differences of sum(out * R) for "
+    "all of qkv (q, k and v), written",
+    "[gqa][window]") {
+  // B 2, T 8, NH 4, NKV 2, HS 4, window 3: the masked keys get no gradient through the query
+  // rows that do not see them, and the backward must not send any.
+  constexpr int64_t kWindow = 3;
+  WindowInputs in;
+  const WindowShape& s = in.shape;
+  const GqaOutputs analytic = run_windowed(in, kWindow);
+  std::vector<double> out(s.b * s.t * s.c()), att(s.att_size());
+  const auto loss = [&] {
+    gqa_attention_forward(out.data(), att.data(), in.qkv.data(), s.b, s.t, s.nh, s.nkv, s.hs,
+                          kWindow);
+    return test::weighted_sum(out, in.dout);
+  };
+  check_dqkv(analytic.dqkv, test::numeric_gradient(in.qkv, loss), s.nh, s.nkv, s.hs);
+}
+
+TEST_CASE("gqa with a window: float agrees with double within 1e-5 relative", "[gqa][window]") {
+  WindowInputs in;
+  in.qkv = test::float_representable(in.qkv);
+  in.dout = test::float_representable(in.dout);
+  const WindowShape& s = in.shape;
+  constexpr int64_t kWindow = 3;
+  const auto qkv = cast_to<float>(in.qkv);
+  const auto dout = cast_to<float>(in.dout);
+  std::vector<float> out(s.b * s.t * s.c()), att(s.att_size()), dqkv(qkv.size(), 1e3f);
+  gqa_attention_forward(out.data(), att.data(), qkv.data(), s.b, s.t, s.nh, s.nkv, s.hs, kWindow);
+  gqa_attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), s.b, s.t, s.nh, s.nkv,
+                         s.hs, kWindow);
+  const GqaOutputs d = run_windowed(in, kWindow);
+  check_close("out", widen(out), d.out, kFloatTolerance);
+  check_close("att", widen(att), d.att, kFloatTolerance);
+  check_close("dqkv", widen(dqkv), d.dqkv, kFloatTolerance);
 }
 
 }  // namespace
