@@ -38,6 +38,10 @@ void append_task_json(std::string& out, const TaskGraph& graph, TaskId id) {
                      to_string(t.collective), t.group, t.bytes);
       if (t.bucket >= 0) fmt::format_to(std::back_inserter(out), R"(,"bucket":{})", t.bucket);
       if (t.reduce == ReduceOp::kMax) out += R"(,"reduce":"max")";
+      if (t.collective == CollectiveKind::kAllToAll) {
+        fmt::format_to(std::back_inserter(out), R"(,"peer_bytes":[{}])",
+                       fmt::join(graph.peer_bytes(id), ","));
+      }
       break;
     case TaskKind::kP2p:
       fmt::format_to(std::back_inserter(out), R"(,"p2p":"{}","peer":{},"tag":{},"bytes":{})",

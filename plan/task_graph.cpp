@@ -110,6 +110,29 @@ std::span<const TensorUse> TaskGraph::uses(TaskId id) const {
   return {uses_.data() + t.first_use, t.use_count};
 }
 
+void TaskGraph::set_peer_bytes(TaskId id, std::span<const int64_t> bytes) {
+  Task& t = tasks_[static_cast<size_t>(id)];
+  STRATA_ASSERT(t.kind == TaskKind::kCollective && t.collective == CollectiveKind::kAllToAll,
+                "per-peer bytes are an all-to-all's");
+  STRATA_ASSERT(bytes.size() == group(t.group).ranks.size(),
+                "an all-to-all states what it sends to each member of its group");
+  t.tag = static_cast<int32_t>(peer_bytes_.size());
+  t.bytes = 0;
+  for (const int64_t b : bytes) {
+    STRATA_ASSERT(b >= 0, "an all-to-all sends 0 or more bytes to each peer");
+    t.bytes += b;
+  }
+  peer_bytes_.insert(peer_bytes_.end(), bytes.begin(), bytes.end());
+}
+
+std::span<const int64_t> TaskGraph::peer_bytes(TaskId id) const {
+  const Task& t = task(id);
+  if (t.kind != TaskKind::kCollective || t.collective != CollectiveKind::kAllToAll) return {};
+  const size_t count = group(t.group).ranks.size();
+  if (static_cast<size_t>(t.tag) + count > peer_bytes_.size()) return {};
+  return {peer_bytes_.data() + t.tag, count};
+}
+
 void TaskGraph::reserve(int64_t tasks, int64_t deps, int64_t uses, int64_t tensors) {
   tasks_.reserve(static_cast<size_t>(tasks));
   deps_.reserve(static_cast<size_t>(deps));
@@ -121,7 +144,8 @@ int64_t TaskGraph::footprint_bytes() const {
   int64_t bytes = static_cast<int64_t>(
       tasks_.capacity() * sizeof(Task) + deps_.capacity() * sizeof(TaskId) +
       uses_.capacity() * sizeof(TensorUse) + tensors_.capacity() * sizeof(Tensor) +
-      shapes_.capacity() * sizeof(TensorShape) + ops_.capacity() * sizeof(OpShape));
+      peer_bytes_.capacity() * sizeof(int64_t) + shapes_.capacity() * sizeof(TensorShape) +
+      ops_.capacity() * sizeof(OpShape));
   for (const auto& group : groups_) {
     bytes += static_cast<int64_t>(sizeof(CommGroup) + 2 * group.ranks.capacity() * sizeof(int32_t));
   }

@@ -152,7 +152,9 @@ struct Task {
     int32_t group;
     int32_t peer;
   };
-  int32_t tag = 0;  // p2p: matches a send with its recv
+  // p2p: matches a send with its recv. An all-to-all: where the bytes it sends to each member of
+  // its group start in TaskGraph's per-peer table (TaskGraph::peer_bytes).
+  int32_t tag = 0;
   CollectiveKind collective = CollectiveKind::kAllReduce;
   P2pKind p2p = P2pKind::kSend;
   MemoryAction memory = MemoryAction::kAlloc;
@@ -205,6 +207,10 @@ class TaskGraph {
   int32_t add_op(const OpShape& op);
   // How a reduction's values combine (collectives are sums unless set).
   void set_reduce(TaskId id, ReduceOp op) { tasks_[static_cast<size_t>(id)].reduce = op; }
+  // What an all-to-all sends to each member of its group, in the group's order (its own entry
+  // included): sizes differ per peer (expert parallelism's token dispatch). Its bytes become their
+  // sum. Every all-to-all states them.
+  void set_peer_bytes(TaskId id, std::span<const int64_t> bytes);
   // Names the op of a compute task added before its op was known (a host-dispatch block, whose
   // work is counted once emitted).
   void set_op(TaskId id, int32_t op);
@@ -219,6 +225,8 @@ class TaskGraph {
   const std::vector<Task>& tasks() const { return tasks_; }
   std::span<const TaskId> deps(TaskId id) const;
   std::span<const TensorUse> uses(TaskId id) const;
+  // An all-to-all's per-peer bytes (set_peer_bytes); empty for other tasks and before they are set.
+  std::span<const int64_t> peer_bytes(TaskId id) const;
   int64_t tensor_count() const { return static_cast<int64_t>(tensors_.size()); }
   const Tensor& tensor(TensorId id) const { return tensors_[static_cast<size_t>(id)]; }
   const std::vector<Tensor>& tensors() const { return tensors_; }
@@ -257,6 +265,7 @@ class TaskGraph {
   std::vector<Task> tasks_;
   std::vector<TaskId> deps_;
   std::vector<TensorUse> uses_;
+  std::vector<int64_t> peer_bytes_;  // all-to-alls' per-peer bytes, a group's count each
   std::vector<Tensor> tensors_;
   std::vector<TensorShape> shapes_;
   std::map<TensorShape, int32_t> shape_index_;

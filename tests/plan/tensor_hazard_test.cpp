@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "plan/graph_export.hpp"
 #include "plan/graph_validator.hpp"
 #include "plan/rank_program.hpp"
 
@@ -172,4 +173,28 @@ TEST_CASE("a task uses only its own rank's tensors", "[validator][tensors]") {
 }
 
 }  // namespace
+}  // namespace strata
+
+namespace strata {
+
+// An all-to-all states what it sends to each member of its group (expert parallelism's dispatch
+// sends each expert's tokens to its rank, so the sizes differ per peer): the graph keeps them in
+// the group's order, the task's bytes are their sum, the JSON export lists them, and the
+// validator refuses an all-to-all without them.
+TEST_CASE("an all-to-all carries its bytes per peer", "[validator][tensors]") {
+  OneRank r;
+  const TaskId produce = r.p.compute(TaskRole::kMlpUp, 0, {}, {write(r.x)});
+  const TaskId a2a = r.p.collective(TaskRole::kGradSync, Stream::kDpComm, CollectiveKind::kAllToAll,
+                                    r.group, 0, {produce}, {update(r.x)});
+  r.p.compute(TaskRole::kMlpUp, 0, {a2a}, {read(r.x)});
+  CHECK(mentions(r.validate(), "states no per-peer bytes"));
+  const std::vector<int64_t> sent{16, 48};
+  r.graph.set_peer_bytes(a2a, sent);
+  CHECK(r.graph.task(a2a).bytes == 64);
+  const std::span<const int64_t> peers = r.graph.peer_bytes(a2a);
+  CHECK(std::vector<int64_t>(peers.begin(), peers.end()) == sent);
+  CHECK(!mentions(r.validate(), "per-peer"));
+  CHECK(graph_to_json(r.graph).find(R"("peer_bytes":[16,48])") != std::string::npos);
+}
+
 }  // namespace strata
