@@ -1,25 +1,33 @@
 // RankRuntime's compute tasks: the kernel of each op kind, function and direction
 // (models/ops.hpp), run on the tensors the task names in the order its kind defines:
 //
-//   op (fwd)         reads                  writes
-//   embedding        wte [wpe]              out (the vocabulary shard's part under TP)
-//   norm             in, w [b]              out [a stored copy of in]
-//   matmul           in, w [b]              out (+= when updated: a parallel block's branch)
-//   attention        qkv                    out [lse or probabilities]
-//   residual add     residual, branch [b]   out
-//   gelu, swiglu     in                     out
-//   rotary           -                      qkv, in place
-//   loss             logits [max]           max and/or target logit, sum of exponentials
+//   op (fwd)         reads                       writes
+//   embedding        wte [wpe]                   out (the vocabulary shard's part under TP)
+//   norm             in, w [b]                   out [a stored copy of in]
+//   qk-norm          w_q, w_k                    qkv in place, the stored [q | k]
+//   matmul           in, w [b]                   out (+= when updated: a parallel block's
+//                                                branch) [a stored copy of in]
+//   attention        qkv                         out [lse or probabilities]
+//   residual add     residual, branch [b...]     out
+//   gelu, swiglu,    in                          out
+//   geglu
+//   rotary           -                           qkv, in place
+//   loss             logits [max]                max and/or target logit, sum of exponentials
 //
-//   op (bwd)         reads                  writes (an input gradient = or +=), adds into
-//   embedding        dout                   dwte [dwpe]
-//   norm             dout, in, w            din; dw [db]
-//   matmul           dout, in, w            din; dw [db]
-//   attention        dout, qkv [...]        dqkv
-//   residual add     dout                   [db]
-//   gelu, swiglu     dout, in               din
-//   rotary           -                      dqkv, in place
-//   loss             logits, max, target, sum   dlogits
+//   op (bwd)         reads                       writes (an input gradient = or +=), adds into
+//   embedding        dout                        dwte [dwpe]
+//   norm             dout, in, w [joined]        din; dw [db]
+//   qk-norm          stored [q | k], w_q, w_k    dqkv in place; dw_q, dw_k
+//   matmul           dout, in, w                 din; dw [db]
+//   attention        dout, qkv [...]             dqkv
+//   residual add     dout [joined...]            [the stream's gradient +=]; [db...]
+//   gelu, swiglu,    dout, in                    din
+//   geglu
+//   rotary           -                           dqkv, in place
+//   loss             logits, max, target, sum    dlogits
+//
+// A stored copy of a layer's input is written by the layer's first op; "joined" gradients are
+// those of a tensor the forward used twice, added into the stream's.
 //
 // Sizes come from the op's dims (per rank) and the tensors' shapes; a kernel's statistics and
 // recomputed probabilities live in workspaces inside the call, never across tasks.
@@ -71,13 +79,6 @@ void RankRuntime::Impl::run_compute(const Task& task, std::span<const TensorUse>
     run_backward(task, op, o);
   }
 }
-
-namespace {
-
-// The op's number of rows of width `width` in tensor elements `elements`.
-int64_t rows_of(int64_t elements, int64_t width) { return elements / width; }
-
-}  // namespace
 
 void RankRuntime::Impl::run_forward(const Task& task, const OpShape& op, const Operands& o) {
   const int64_t c = model.hidden;
@@ -139,7 +140,7 @@ void RankRuntime::Impl::run_forward(const Task& task, const OpShape& op, const O
             bias = sum;
           }
           backend.residual_forward(data(out), data(o.in.at(0)), data(o.in.at(1)), bias,
-                                   rows_of(elements(out), c), c);
+                                   elements(out) / c, c);
           return;
         }
         case OpFunction::kGelu:
@@ -225,7 +226,7 @@ void RankRuntime::Impl::run_backward(const Task& task, const OpShape& op, const 
           // other gradients it reads (a tensor used twice in the forward sums both gradients).
           const TensorId dout = o.in.at(0);
           for (const TensorId grad : o.grads)
-            backend.residual_backward(data(grad), data(dout), rows_of(elements(dout), c), c);
+            backend.residual_backward(data(grad), data(dout), elements(dout) / c, c);
           for (size_t i = 0; i < o.out.size(); ++i) {
             for (const TensorId joined : o.in) {
               if (joined != o.out[i])
