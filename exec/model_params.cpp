@@ -172,10 +172,9 @@ ParamSpec param_spec(const ModelSpec& m, const ParamTensorSpec& spec, const std:
   if (spec.name == "wpe") return weight(name, m.max_seq, c, TpShard::kReplicated, 0.01);
   STRATA_ASSERT(spec.cols == 1 && spec.replicated,
                 fmt::format("the executor has no initializer for {}", name));
-  // Norm gains start at 1, biases at 0.
-  const bool gain = spec.name.ends_with("norm_w") || spec.name.ends_with("norm1_w") ||
-                    spec.name.ends_with("norm2_w");
-  return vector(name, spec.rows, TpShard::kReplicated, gain ? 1.0f : 0.0f);
+  // What is left are the norms' gains ("norm1_w", "final_norm_w", ...), which start at 1, and
+  // biases, at 0.
+  return vector(name, spec.rows, TpShard::kReplicated, spec.name.ends_with("_w") ? 1.0f : 0.0f);
 }
 
 ParamBlock param_block(const ModelSpec& m, const ParallelPlan& plan, BlockKind kind, int64_t layer,

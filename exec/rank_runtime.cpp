@@ -27,8 +27,7 @@ constexpr std::string_view kGatheredSuffix = " gathered";
 RankRuntime::Impl::Impl(const CompiledPlan& compiled, int32_t rank, Backend& backend,
                         Communicator& comm, const TextDataset& data,
                         const OptimizerConfig& optimizer, ParamStore& params)
-    : compiled(compiled),
-      graph(compiled.graph),
+    : graph(compiled.graph),
       plan(compiled.plan),
       model(compiled.model),
       rank(rank),

@@ -16,8 +16,9 @@
 
 namespace strata {
 
-// A task's tensors by role, each list in the order of the task's uses (plan/tensor.hpp): the op
-// kind defines that order, so the k-th read of a kind is the same operand in every graph.
+// A task's tensors sorted by kind and access, each list in the order of the task's uses
+// (plan/tensor.hpp): the op kind defines that order, so the k-th activation a kind reads is the
+// same operand in every graph.
 struct Operands {
   template <size_t N>
   using List = boost::container::small_vector<TensorId, N>;
@@ -67,7 +68,6 @@ struct RankRuntime::Impl {
   const int32_t* tokens(int64_t micro_batch, bool targets);
   RankGroup group(const Task& task) const { return graph.group(task.group).ranks; }
 
-  const CompiledPlan& compiled;
   const TaskGraph& graph;
   const ParallelPlan& plan;
   const ModelSpec& model;
