@@ -145,12 +145,14 @@ void ParamStore::gather_params(std::span<ParamState* const> params, Communicator
   }
 }
 
+double ParamStore::gradient_sum_of_squares(ParamState& p) {
+  return p.spec.counts_in_norm ? backend_.sum_of_squares(reduced_grad(p), reduced_size(p)) : 0.0;
+}
+
 double ParamStore::gradient_sum_of_squares() {
   double sum = 0;
   for (BlockState& block : blocks_) {
-    for (ParamState& p : block.params) {
-      if (p.spec.counts_in_norm) sum += backend_.sum_of_squares(reduced_grad(p), reduced_size(p));
-    }
+    for (ParamState& p : block.params) sum += gradient_sum_of_squares(p);
   }
   return sum;
 }

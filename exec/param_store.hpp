@@ -72,8 +72,10 @@ class ParamStore {
   // chunk otherwise.
   float* reduced_grad(ParamState& p) { return zero_ == 0 ? p.grad.data() : p.chunk_grad.data(); }
   int64_t reduced_size(const ParamState& p) const { return zero_ == 0 ? p.size : p.chunk; }
-  // Sum of squares of the reduced gradients that count in the global norm.
+  // Sum of squares of the reduced gradients that count in the global norm: all of them, or one
+  // parameter's (0 when it is counted on another rank).
   double gradient_sum_of_squares();
+  double gradient_sum_of_squares(ParamState& p);
   // AdamW on every owned element, with the clipping factor; then clears the gradients.
   void step(const cpu::AdamWConfig& config, int64_t step, double grad_scale);
 

@@ -249,11 +249,8 @@ void RankRuntime::Impl::run_gradient_collective(const Task& task, const Operands
   }
   if (!o.out.empty()) {  // the norm
     double sum = 0;
-    for (const TensorId t : o.read_grads) {
-      ParamState& p = *slots[static_cast<size_t>(t)].param;
-      if (p.spec.counts_in_norm)
-        sum += backend.sum_of_squares(params.reduced_grad(p), params.reduced_size(p));
-    }
+    for (const TensorId t : o.read_grads)
+      sum += params.gradient_sum_of_squares(*slots[static_cast<size_t>(t)].param);
     comm.all_reduce(std::span(&sum, 1), members, ReduceOp::kSum);
     grad_norm = std::sqrt(sum);
     grad_norm_reduced = true;

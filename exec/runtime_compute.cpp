@@ -68,7 +68,7 @@ void RankRuntime::Impl::run_compute(const Task& task, std::span<const TensorUse>
   if (op.kind == OpKind::kHost) return;  // this thread is the host: nothing to run
   const Operands o = operands(uses);
   if (op.kind == OpKind::kOptimizer) {
-    run_optimizer(o);
+    run_optimizer();
   } else if (op.kind == OpKind::kLoss) {
     run_loss(task, op, o);
   } else if (op.kind == OpKind::kAttention || op.kind == OpKind::kFlashAttention) {
@@ -255,18 +255,9 @@ void RankRuntime::Impl::run_backward(const Task& task, const OpShape& op, const 
           finish_input_gradient(o, n);
           return;
         }
-        case OpFunction::kRotary: {
-          const int64_t hd = model.head_dim();
-          const int64_t q_heads = model.heads / plan.tp;
-          const int64_t kv_heads = model.kv_heads / plan.tp;
-          const int64_t width = (q_heads + 2 * kv_heads) * hd;
-          float* dqkv = data(o.out.at(0));
-          backend.rotary_backward(dqkv, dqkv, plan.micro_batch, plan.seq_len, q_heads, hd, width, 0,
-                                  model.rope_theta);
-          backend.rotary_backward(dqkv, dqkv, plan.micro_batch, plan.seq_len, kv_heads, hd, width,
-                                  q_heads * hd, model.rope_theta);
+        case OpFunction::kRotary:
+          rotate(data(o.out.at(0)), Direction::kBackward);
           return;
-        }
         default:
           break;
       }
@@ -285,19 +276,19 @@ void RankRuntime::Impl::run_backward(const Task& task, const OpShape& op, const 
 // copied out to rows of its own, normalized, and copied back.
 void RankRuntime::Impl::qk_norm(const OpShape& op, const Operands& o) {
   const bool forward = op.direction == Direction::kForward;
-  const int64_t hd = model.head_dim();
-  const int64_t q_heads = model.heads / plan.tp;
-  const int64_t kv_heads = model.kv_heads / plan.tp;
-  const int64_t width = (q_heads + 2 * kv_heads) * hd;
-  const int64_t qk_width = (q_heads + kv_heads) * hd;
+  const QkvColumns c = qkv_columns();
+  const int64_t hd = c.head_dim;
+  const int64_t width = c.width();
+  const int64_t qk_width = c.v_first();
   const int64_t n = tokens_per_micro_batch;
   float* qkv = data(o.out.at(0));
   const float* saved = forward ? nullptr : data(o.in.at(0));
   if (forward) backend.copy_2d(data(o.out.at(1)), qk_width, qkv, width, n, qk_width);
   const bool per_head = op.function == OpFunction::kQkNorm;
   for (const auto& [heads, first_col, weights, grad] :
-       {std::tuple(q_heads, int64_t{0}, o.weights.at(0), forward ? kNoTensor : o.grads.at(0)),
-        std::tuple(kv_heads, q_heads * hd, o.weights.at(1), forward ? kNoTensor : o.grads.at(1))}) {
+       {std::tuple(c.q_heads, int64_t{0}, o.weights.at(0), forward ? kNoTensor : o.grads.at(0)),
+        std::tuple(c.kv_heads, c.k_first(), o.weights.at(1),
+                   forward ? kNoTensor : o.grads.at(1))}) {
     const int64_t cols = heads * hd;
     const int64_t rows = per_head ? n * heads : n;
     const int64_t norm_width = per_head ? hd : cols;
@@ -320,24 +311,21 @@ void RankRuntime::Impl::qk_norm(const OpShape& op, const Operands& o) {
 // Rotary embedding in place on the queries' and the keys' columns of a fused QKV output (or its
 // gradient, rotated back), this rank's heads.
 void RankRuntime::Impl::rotate(float* qkv, Direction direction) {
-  const int64_t hd = model.head_dim();
-  const int64_t q_heads = model.heads / plan.tp;
-  const int64_t kv_heads = model.kv_heads / plan.tp;
-  const int64_t width = (q_heads + 2 * kv_heads) * hd;
+  const QkvColumns c = qkv_columns();
   for (const auto& [heads, first_col] :
-       {std::pair(q_heads, int64_t{0}), std::pair(kv_heads, q_heads * hd)}) {
+       {std::pair(c.q_heads, int64_t{0}), std::pair(c.kv_heads, c.k_first())}) {
     if (direction == Direction::kForward) {
-      backend.rotary_forward(qkv, qkv, plan.micro_batch, plan.seq_len, heads, hd, width, first_col,
-                             model.rope_theta);
+      backend.rotary_forward(qkv, qkv, plan.micro_batch, plan.seq_len, heads, c.head_dim, c.width(),
+                             first_col, model.rope_theta);
     } else {
-      backend.rotary_backward(qkv, qkv, plan.micro_batch, plan.seq_len, heads, hd, width, first_col,
-                              model.rope_theta);
+      backend.rotary_backward(qkv, qkv, plan.micro_batch, plan.seq_len, heads, c.head_dim,
+                              c.width(), first_col, model.rope_theta);
     }
   }
 }
 
-// Attention over the fused QKV output, dims {b, s, heads, head_dim} per rank, with the key/value
-// heads the QKV width leaves. The forward writes its output and, when the graph keeps them (the
+// Attention over the fused QKV output, dims {b, s, heads, head_dim} per rank, with this rank's
+// key/value heads. The forward writes its output and, when the graph keeps them (the
 // unfused kernel without recompute), the probabilities; the backward reads them, or recomputes
 // them as flash attention's backward does (in a workspace).
 void RankRuntime::Impl::run_attention(const OpShape& op, const Operands& o, Direction direction) {
@@ -348,7 +336,7 @@ void RankRuntime::Impl::run_attention(const OpShape& op, const Operands& o, Dire
   const int64_t probabilities = b * heads * s * s;
   const bool forward = direction == Direction::kForward;
   const TensorId qkv = forward ? o.in.at(0) : o.in.at(1);
-  const int64_t kv_heads = (elements(qkv) / (b * s) / hd - heads) / 2;
+  const int64_t kv_heads = qkv_columns().kv_heads;
   // The stored probabilities: a tensor of that size the unfused op writes (forward) or reads.
   float* att = nullptr;
   if (op.kind == OpKind::kAttention) {
@@ -419,9 +407,9 @@ void RankRuntime::Impl::run_loss(const Task& task, const OpShape& op, const Oper
 }
 
 // AdamW over every parameter the store holds, with the global norm's clipping factor: the norm
-// a collective computed (a read of its value), else this rank's own.
-void RankRuntime::Impl::run_optimizer(const Operands& o) {
-  if (o.in.empty() || !grad_norm_reduced) grad_norm = std::sqrt(params.gradient_sum_of_squares());
+// a collective computed this step, else this rank's own.
+void RankRuntime::Impl::run_optimizer() {
+  if (!grad_norm_reduced) grad_norm = std::sqrt(params.gradient_sum_of_squares());
   const double scale = cpu::clip_factor(grad_norm, optimizer.clip_grad_norm);
   params.step(optimizer.adamw, step + 1, scale);
 }

@@ -30,6 +30,15 @@ struct Operands {
   List<4> read_grads;  // parameter gradients read
 };
 
+// This rank's heads in a row of a fused QKV output: [q (q_heads) | k (kv_heads) | v (kv_heads)],
+// each head_dim wide.
+struct QkvColumns {
+  int64_t head_dim = 0, q_heads = 0, kv_heads = 0;
+  int64_t k_first() const { return q_heads * head_dim; }
+  int64_t v_first() const { return (q_heads + kv_heads) * head_dim; }
+  int64_t width() const { return (q_heads + 2 * kv_heads) * head_dim; }
+};
+
 struct RankRuntime::Impl {
   Impl(const CompiledPlan& compiled, int32_t rank, Backend& backend, Communicator& comm,
        const TextDataset& data, const OptimizerConfig& optimizer, ParamStore& params);
@@ -58,10 +67,13 @@ struct RankRuntime::Impl {
   void run_forward(const Task& task, const OpShape& op, const Operands& o);
   void run_backward(const Task& task, const OpShape& op, const Operands& o);
   void run_attention(const OpShape& op, const Operands& o, Direction direction);
+  QkvColumns qkv_columns() const {
+    return {model.head_dim(), model.heads / plan.tp, model.kv_heads / plan.tp};
+  }
   void rotate(float* qkv, Direction direction);
   void qk_norm(const OpShape& op, const Operands& o);
   void run_loss(const Task& task, const OpShape& op, const Operands& o);
-  void run_optimizer(const Operands& o);
+  void run_optimizer();
   // Writes the input gradient a backward kernel computes into out[0] (=), or adds it (+=).
   float* input_gradient(const Operands& o, int64_t elements);
   void finish_input_gradient(const Operands& o, int64_t elements);

@@ -309,9 +309,11 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
     for (const BlockTensors& block : state.layer_blocks) {
       if (block.params.empty()) continue;
       for (size_t i = 0; i < ctx.layer_specs.size(); ++i) {
-        const ParamTensorSpec& spec = ctx.layer_specs[i];
-        const bool qk_weight = spec.name == "q_norm_w" || spec.name == "k_norm_w";
-        if (spec.replicated && (sp || qk_weight)) uses.push_back(update(block.grads[i]));
+        const int index = static_cast<int>(i);
+        const bool qk_weight =
+            index == ctx.layer_params.q_norm_w || index == ctx.layer_params.k_norm_w;
+        if (ctx.layer_specs[i].replicated && (sp || qk_weight))
+          uses.push_back(update(block.grads[i]));
       }
     }
     if (sp && !state.head_block.grads.empty()) {
