@@ -53,6 +53,7 @@ void check_same_architecture(const ModelSpec& a, const ModelSpec& b) {
   CHECK(a.qk_norm == b.qk_norm);
   CHECK(a.sliding_window == b.sliding_window);
   CHECK(a.global_every == b.global_every);
+  CHECK(a.rope_theta == b.rope_theta);
 }
 
 // meta-llama/Meta-Llama-3-8B/config.json as released.
@@ -238,6 +239,18 @@ TEST_CASE("native format defaults", "[models]") {
   CHECK(model.qkv_bias);
   CHECK(model.linear_bias);
   CHECK(model.dropout);
+  CHECK(model.rope_theta == 10000);  // RoFormer's and HF LlamaConfig's default base
+}
+
+// A rotary model's base (HF "rope_theta"): read as given, refused unless positive.
+TEST_CASE("native rope_theta is read, and refused unless positive", "[models]") {
+  const std::string model =
+      R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "max_seq": 32, )"
+      R"("position": "rotary", "rope_theta": )";
+  CHECK(parse_text(model + "500000}").rope_theta == 500000);
+  const auto error = parse_error_of(model + "0}");
+  REQUIRE(error.has_value());
+  CHECK(std::string(error->what()).find("rope_theta") != std::string::npos);
 }
 
 // The format is detected from the keys (models/model_reader.hpp).
