@@ -155,8 +155,11 @@ ModelSpec megatron_model(const ModelFlags& f, const std::optional<ModelSpec>& ba
     }
   }
   if (f.attention_dropout || f.hidden_dropout) {
-    const double unset = model.dropout ? 0.1 : 0.0;  // what the model (or Megatron) has
-    model.dropout = f.attention_dropout.value_or(unset) > 0 || f.hidden_dropout.value_or(unset) > 0;
+    // A rate not given is the model's (or Megatron's), or 0 for a model without dropout.
+    model.attention_dropout =
+        f.attention_dropout.value_or(model.dropout ? model.attention_dropout : 0.0);
+    model.hidden_dropout = f.hidden_dropout.value_or(model.dropout ? model.hidden_dropout : 0.0);
+    model.dropout = model.attention_dropout > 0 || model.hidden_dropout > 0;
   }
   validate_model(model, kCommandLine);  // sizes in bounds before the padding's arithmetic
   // _vocab_size_with_padding: the next multiple of divisible x tp.

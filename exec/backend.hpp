@@ -99,22 +99,36 @@ class Backend {
                                   const float* att, int64_t b, int64_t t, int64_t nh,
                                   int64_t hs) = 0;
   // Grouped-query attention, NKV kv heads, each query attending to at most `window` keys (0: the
-  // whole causal prefix): cpu::gqa_attention_forward in kernels/cpu/kernels.hpp.
+  // whole causal prefix), the probabilities dropped by keep (B,NH,T,T) and scaled by
+  // dropout_scale (keep null: no dropout; dropped, when not null, receives the dropped
+  // probabilities): cpu::gqa_attention_forward in kernels/cpu/kernels.hpp.
   virtual void gqa_attention_forward(float* out, float* att, const float* qkv, int64_t b, int64_t t,
-                                     int64_t nh, int64_t nkv, int64_t hs, int64_t window) = 0;
-  // cpu::gqa_attention_backward in kernels/cpu/kernels.hpp.
+                                     int64_t nh, int64_t nkv, int64_t hs, int64_t window,
+                                     const float* keep, float dropout_scale, float* dropped) = 0;
+  // cpu::gqa_attention_backward in kernels/cpu/kernels.hpp, with the forward's keep and
+  // dropout_scale.
   virtual void gqa_attention_backward(float* dqkv, const float* dout, const float* qkv,
                                       const float* att, int64_t b, int64_t t, int64_t nh,
-                                      int64_t nkv, int64_t hs, int64_t window) = 0;
+                                      int64_t nkv, int64_t hs, int64_t window, const float* keep,
+                                      float dropout_scale) = 0;
   // Rotary position embedding (rotate-half): cpu::rotary_forward in kernels/cpu/kernels.hpp.
   virtual void rotary_forward(float* out, const float* inp, int64_t b, int64_t t, int64_t heads,
                               int64_t hs, int64_t row_stride, int64_t first_col, double theta) = 0;
   // cpu::rotary_backward in kernels/cpu/kernels.hpp.
   virtual void rotary_backward(float* dinp, const float* dout, int64_t b, int64_t t, int64_t heads,
                                int64_t hs, int64_t row_stride, int64_t first_col, double theta) = 0;
+  // out = residual + (branch + bias) * mask * dropout_scale (mask null: residual + branch + bias):
+  // cpu::residual_forward in kernels/cpu/kernels.hpp.
   virtual void residual_forward(float* out, const float* residual, const float* branch,
-                                const float* bias, int64_t n, int64_t c) = 0;
+                                const float* bias, int64_t n, int64_t c, const float* mask,
+                                float dropout_scale) = 0;
   virtual void residual_backward(float* dbias, const float* dout, int64_t n, int64_t c) = 0;
+  // Dropout's counter-based mask (N,C), and a tensor through a mask: cpu::dropout_mask and
+  // cpu::apply_dropout in kernels/cpu/kernels.hpp.
+  virtual void dropout_mask(float* mask, uint64_t stream, const uint64_t* row_keys, int64_t n,
+                            int64_t c, double rate) = 0;
+  virtual void apply_dropout(float* out, const float* in, const float* mask, float dropout_scale,
+                             int64_t n) = 0;
   // dst (n) += src (n): a residual stream's gradient picking up a branch's.
   virtual void accumulate(float* dst, const float* src, int64_t n) = 0;
   virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte,

@@ -146,13 +146,16 @@ class CpuBackend final : public Backend {
     cpu::attention_backward(dqkv, dout, qkv, att, b, t, nh, hs);
   }
   void gqa_attention_forward(float* out, float* att, const float* qkv, int64_t b, int64_t t,
-                             int64_t nh, int64_t nkv, int64_t hs, int64_t window) override {
-    cpu::gqa_attention_forward(out, att, qkv, b, t, nh, nkv, hs, window);
+                             int64_t nh, int64_t nkv, int64_t hs, int64_t window, const float* keep,
+                             float dropout_scale, float* dropped) override {
+    cpu::gqa_attention_forward(out, att, qkv, b, t, nh, nkv, hs, window, keep, dropout_scale,
+                               dropped);
   }
   void gqa_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                               int64_t b, int64_t t, int64_t nh, int64_t nkv, int64_t hs,
-                              int64_t window) override {
-    cpu::gqa_attention_backward(dqkv, dout, qkv, att, b, t, nh, nkv, hs, window);
+                              int64_t window, const float* keep, float dropout_scale) override {
+    cpu::gqa_attention_backward(dqkv, dout, qkv, att, b, t, nh, nkv, hs, window, keep,
+                                dropout_scale);
   }
   void rotary_forward(float* out, const float* inp, int64_t b, int64_t t, int64_t heads, int64_t hs,
                       int64_t row_stride, int64_t first_col, double theta) override {
@@ -163,11 +166,19 @@ class CpuBackend final : public Backend {
     cpu::rotary_backward(dinp, dout, b, t, heads, hs, row_stride, first_col, theta);
   }
   void residual_forward(float* out, const float* residual, const float* branch, const float* bias,
-                        int64_t n, int64_t c) override {
-    cpu::residual_forward(out, residual, branch, bias, n, c);
+                        int64_t n, int64_t c, const float* mask, float dropout_scale) override {
+    cpu::residual_forward(out, residual, branch, bias, n, c, mask, dropout_scale);
   }
   void residual_backward(float* dbias, const float* dout, int64_t n, int64_t c) override {
     cpu::residual_backward(dbias, dout, n, c);
+  }
+  void dropout_mask(float* mask, uint64_t stream, const uint64_t* row_keys, int64_t n, int64_t c,
+                    double rate) override {
+    cpu::dropout_mask(mask, stream, row_keys, n, c, rate);
+  }
+  void apply_dropout(float* out, const float* in, const float* mask, float dropout_scale,
+                     int64_t n) override {
+    cpu::apply_dropout(out, in, mask, dropout_scale, n);
   }
   void accumulate(float* dst, const float* src, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) dst[i] += src[i];

@@ -172,7 +172,8 @@ void sweep_rowwise(Sweep& sweep) {
     // A residual add with its bias: memory-bound (the plan's 2 FLOPs and 3 tensors per element).
     sweep.time(OpKind::kElementwise, Roof::kMemory, elementwise_op(n, 2, 3, kFwd, kFp32),
                "residual " + shape, [&] {
-                 cpu::residual_forward(out.data(), inp.data(), dout.data(), w.data(), rows, width);
+                 cpu::residual_forward(out.data(), inp.data(), dout.data(), w.data(), rows, width,
+                                       static_cast<const float*>(nullptr), 1.0f);
                });
     // GELU (tanh form): bound by its arithmetic (the plan's 8 FLOPs per element).
     sweep.time(OpKind::kElementwise, Roof::kFlops, elementwise_op(n, 8, 2, kFwd, kFp32),

@@ -72,12 +72,17 @@ void TextDataset::sequence(int64_t index, std::span<int32_t> inputs,
   }
 }
 
+int64_t micro_batch_first_sequence(int64_t first_sequence_of_step, int64_t global_batch, int64_t dp,
+                                   int64_t dp_rank, int64_t micro_batch_size, int64_t micro_batch) {
+  return first_sequence_of_step + dp_rank * (global_batch / dp) + micro_batch * micro_batch_size;
+}
+
 MicroBatchTokens micro_batch_tokens(const TextDataset& data, int64_t first_sequence_of_step,
                                     int64_t global_batch, int64_t dp, int64_t dp_rank,
                                     int64_t micro_batch_size, int64_t micro_batch) {
   const int64_t t = data.seq_len();
-  const int64_t first =
-      first_sequence_of_step + dp_rank * (global_batch / dp) + micro_batch * micro_batch_size;
+  const int64_t first = micro_batch_first_sequence(first_sequence_of_step, global_batch, dp,
+                                                   dp_rank, micro_batch_size, micro_batch);
   MicroBatchTokens tokens;
   tokens.inputs.resize(static_cast<size_t>(micro_batch_size * t));
   tokens.targets.resize(static_cast<size_t>(micro_batch_size * t));

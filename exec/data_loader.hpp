@@ -43,6 +43,11 @@ class TextDataset {
   mutable std::vector<int64_t> order_;
 };
 
+// The index in the run of the first sequence of one micro-batch of a data-parallel replica; the
+// micro-batch's b-th sequence is that index + b.
+int64_t micro_batch_first_sequence(int64_t first_sequence_of_step, int64_t global_batch, int64_t dp,
+                                   int64_t dp_rank, int64_t micro_batch_size, int64_t micro_batch);
+
 // The sequences a data-parallel replica reads for one micro-batch of one step, as (B*T) tokens.
 struct MicroBatchTokens {
   std::vector<int32_t> inputs;

@@ -44,11 +44,6 @@ ParamSpec::FullPosition ParamSpec::full_position(int64_t row, int64_t tp_rank, i
 
 void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
                             const std::string& where) {
-  if (model.dropout) {
-    throw InputError(where, "dropout", "the CPU executor has no dropout kernel",
-                     "run a model without dropout (tiny-gpt, tiny-llama, or a JSON model with "
-                     "\"dropout\": false)");
-  }
   if (model.qk_norm == QkNorm::kWhole && plan.tp > 1) {
     throw InputError(where, "qk_norm",
                      "a QK-norm over the whole width needs each token's sum of squares over the "

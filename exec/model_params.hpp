@@ -69,7 +69,7 @@ struct ParamBlock {
 
 // Throws InputError (naming `where` and the field) for models and plans the CPU executor cannot
 // run. It runs every decoder the plan compiler lowers (any norm, MLP, positions, block, QK-norm,
-// window, biases) without dropout, whose kv heads, ffn and vocabulary divide by tp (and a
+// window, biases, dropout) whose kv heads, ffn and vocabulary divide by tp (and a
 // whole-width QK-norm at tp 1), in fp32 without FP8, offload or the TP overlap.
 void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
                             const std::string& where);

@@ -26,7 +26,7 @@ constexpr std::string_view kGatheredSuffix = " gathered";
 
 RankRuntime::Impl::Impl(const CompiledPlan& compiled, int32_t rank, Backend& backend,
                         Communicator& comm, const TextDataset& data,
-                        const OptimizerConfig& optimizer, ParamStore& params)
+                        const OptimizerConfig& optimizer, ParamStore& params, uint64_t seed)
     : graph(compiled.graph),
       plan(compiled.plan),
       model(compiled.model),
@@ -36,6 +36,7 @@ RankRuntime::Impl::Impl(const CompiledPlan& compiled, int32_t rank, Backend& bac
       text(data),
       optimizer(optimizer),
       params(params),
+      seed(seed),
       coord(RankLayout(plan, compiled.cluster.gpus_per_node).coord(rank)),
       tokens_per_micro_batch(plan.micro_batch * plan.seq_len) {
   for (TaskId id = 0; id < graph.size(); ++id) {
@@ -301,7 +302,7 @@ RankRuntime::RankRuntime(const CompiledPlan& compiled, int32_t rank, Backend& ba
   params_ = std::make_unique<ParamStore>(
       backend, rank_param_blocks(compiled.model, compiled.plan, coord.pp, coord.tp),
       compiled.plan.zero_stage, compiled.plan.dp, coord.dp, compiled.plan.tp, coord.tp, seed);
-  impl_ = std::make_unique<Impl>(compiled, rank, backend, comm, data, optimizer, *params_);
+  impl_ = std::make_unique<Impl>(compiled, rank, backend, comm, data, optimizer, *params_, seed);
 }
 
 RankRuntime::~RankRuntime() = default;

@@ -7,8 +7,8 @@
 //   qk-norm          w_q, w_k                    qkv in place, the stored [q | k]
 //   matmul           in, w [b]                   out (+= when updated: a parallel block's
 //                                                branch) [a stored copy of in]
-//   attention        qkv                         out [lse or probabilities]
-//   residual add     residual, branch [b...]     out
+//   attention        qkv                         out [lse, or probabilities [mask, dropped]]
+//   residual add     residual, branch [b...]     out [mask]
 //   gelu, swiglu,    in                          out
 //   geglu
 //   rotary           -                           qkv, in place
@@ -19,15 +19,17 @@
 //   norm             dout, in, w [joined]        din; dw [db]
 //   qk-norm          stored [q | k], w_q, w_k    dqkv in place; dw_q, dw_k
 //   matmul           dout, in, w                 din; dw [db]
-//   attention        dout, qkv [...]             dqkv
-//   residual add     dout [joined...]            [the stream's gradient +=]; [db...]
+//   attention        dout, qkv, out [...]        dqkv
+//   residual add     dout [joined...] [mask]     [the stream's gradient +=] [the dropped
+//                                                branch's gradient]; [db...]
 //   gelu, swiglu,    dout, in                    din
 //   geglu
 //   rotary           -                           dqkv, in place
 //   loss             logits, max, target, sum    dlogits
 //
 // A stored copy of a layer's input is written by the layer's first op; "joined" gradients are
-// those of a tensor the forward used twice, added into the stream's.
+// those of a tensor the forward used twice, added into the stream's. A dropout mask is the 1-byte
+// tensor among an op's operands: the forward draws it, the backward reads it.
 //
 // Sizes come from the op's dims (per rank) and the tensors' shapes; a kernel's statistics and
 // recomputed probabilities live in workspaces inside the call, never across tasks.
@@ -40,6 +42,13 @@
 #include "exec/runtime_state.hpp"
 
 namespace strata {
+
+namespace {
+
+// The factor dropout scales kept elements by, 1 / (1 - rate), so that the expectation is kept.
+float dropout_scale(double rate) { return static_cast<float>(1.0 / (1.0 - rate)); }
+
+}  // namespace
 
 const int32_t* RankRuntime::Impl::tokens(int64_t micro_batch, bool targets) {
   auto found = step_tokens.find(micro_batch);
@@ -72,7 +81,7 @@ void RankRuntime::Impl::run_compute(const Task& task, std::span<const TensorUse>
   } else if (op.kind == OpKind::kLoss) {
     run_loss(task, op, o);
   } else if (op.kind == OpKind::kAttention || op.kind == OpKind::kFlashAttention) {
-    run_attention(op, o, op.direction);
+    run_attention(task, op, o);
   } else if (op.direction == Direction::kForward) {
     run_forward(task, op, o);
   } else {
@@ -139,8 +148,15 @@ void RankRuntime::Impl::run_forward(const Task& task, const OpShape& op, const O
               backend.accumulate(sum, data(o.weights[i]), c);
             bias = sum;
           }
+          // Under dropout the op also writes its branch's mask, and drops the branch through it.
+          const float* mask = nullptr;
+          if (o.out.size() > 1) {
+            STRATA_ASSERT(is_mask(o.out[1]), "a residual add writes its output and a mask");
+            draw_hidden_mask(task, o.out[1]);
+            mask = data(o.out[1]);
+          }
           backend.residual_forward(data(out), data(o.in.at(0)), data(o.in.at(1)), bias,
-                                   elements(out) / c, c);
+                                   elements(out) / c, c, mask, dropout_scale(model.hidden_dropout));
           return;
         }
         case OpFunction::kGelu:
@@ -221,18 +237,33 @@ void RankRuntime::Impl::run_backward(const Task& task, const OpShape& op, const 
     case OpKind::kElementwise:
       switch (op.function) {
         case OpFunction::kResidualAdd: {
-          // The input gradients are the output's: the biases' gradients are the column sums of
-          // the first tensor read. A tensor the op updates is a stream's gradient joining the
-          // other gradients it reads (a tensor used twice in the forward sums both gradients).
+          // The input gradients are the output's. A tensor the op updates is a stream's gradient
+          // joining the other gradients it reads (a tensor used twice in the forward sums both
+          // gradients); under dropout the op then writes the branch's gradient, the stream's
+          // through the branch's mask. The biases, added before the dropout, take the column
+          // sums of the branch's gradient.
           const TensorId dout = o.in.at(0);
-          for (const TensorId grad : o.grads)
-            backend.residual_backward(data(grad), data(dout), elements(dout) / c, c);
+          TensorId mask = kNoTensor;
+          for (const TensorId t : o.in) {
+            if (is_mask(t)) mask = t;
+          }
+          TensorId dbranch = dout;
           for (size_t i = 0; i < o.out.size(); ++i) {
+            if (!o.out_added[i]) {
+              dbranch = o.out[i];
+              continue;
+            }
             for (const TensorId joined : o.in) {
-              if (joined != o.out[i])
+              if (joined != o.out[i] && joined != mask)
                 backend.accumulate(data(o.out[i]), data(joined), elements(joined));
             }
           }
+          if (mask != kNoTensor) {
+            backend.apply_dropout(data(dbranch), data(dout), data(mask),
+                                  dropout_scale(model.hidden_dropout), elements(dout));
+          }
+          for (const TensorId grad : o.grads)
+            backend.residual_backward(data(grad), data(dbranch), elements(dbranch) / c, c);
           return;
         }
         case OpFunction::kGelu: {
@@ -325,42 +356,108 @@ void RankRuntime::Impl::rotate(float* qkv, Direction direction) {
 }
 
 // Attention over the fused QKV output, dims {b, s, heads, head_dim} per rank, with this rank's
-// key/value heads. The forward writes its output and, when the graph keeps them (the
-// unfused kernel without recompute), the probabilities; the backward reads them, or recomputes
-// them as flash attention's backward does (in a workspace).
-void RankRuntime::Impl::run_attention(const OpShape& op, const Operands& o, Direction direction) {
+// key/value heads. The forward writes its output and, when the graph keeps them (the unfused
+// kernel), the probabilities and, under dropout, their mask and the dropped probabilities; the
+// backward reads them, or recomputes the probabilities and draws the mask again as flash
+// attention's backward does (in workspaces).
+void RankRuntime::Impl::run_attention(const Task& task, const OpShape& op, const Operands& o) {
   const int64_t b = op.dims[0];
   const int64_t s = op.dims[1];
   const int64_t heads = op.dims[2];
   const int64_t hd = op.dims[3];
   const int64_t probabilities = b * heads * s * s;
-  const bool forward = direction == Direction::kForward;
+  const bool forward = op.direction == Direction::kForward;
   const TensorId qkv = forward ? o.in.at(0) : o.in.at(1);
   const int64_t kv_heads = qkv_columns().kv_heads;
-  // The stored probabilities: a tensor of that size the unfused op writes (forward) or reads.
+  // The stored tensors, after the output (forward) or after dout, qkv and the output (backward):
+  // the probabilities, then the mask and the dropped probabilities.
   float* att = nullptr;
-  if (op.kind == OpKind::kAttention) {
-    if (forward) {
-      for (size_t i = 1; i < o.out.size(); ++i)
-        if (elements(o.out[i]) == probabilities) att = data(o.out[i]);
+  float* keep = nullptr;
+  float* dropped = nullptr;
+  const std::span<const TensorId> stored =
+      forward ? std::span<const TensorId>(o.out.data(), o.out.size()).subspan(1)
+              : std::span<const TensorId>(o.in.data(), o.in.size()).subspan(3);
+  for (const TensorId t : stored) {
+    if (elements(t) != probabilities) continue;  // flash attention's log-sum-exp
+    if (is_mask(t)) {
+      keep = data(t);
     } else {
-      for (size_t i = 2; i < o.in.size(); ++i)
-        if (elements(o.in[i]) == probabilities) att = data(o.in[i]);
+      (att == nullptr ? att : dropped) = data(t);
     }
+  }
+  const float scale = dropout_scale(model.attention_dropout);
+  if (model.dropout && (forward || keep == nullptr)) {
+    if (keep == nullptr) keep = workspace(3, probabilities);
+    draw_probability_mask(task, keep, heads);
   }
   if (forward) {
     if (att == nullptr) att = workspace(1, probabilities);
     backend.gqa_attention_forward(data(o.out.at(0)), att, data(qkv), b, s, heads, kv_heads, hd,
-                                  op.window);
+                                  op.window, keep, scale, dropped);
     return;
   }
   if (att == nullptr) {
     att = workspace(1, probabilities);
     backend.gqa_attention_forward(workspace(2, b * s * heads * hd), att, data(qkv), b, s, heads,
-                                  kv_heads, hd, op.window);
+                                  kv_heads, hd, op.window, nullptr, 1.0f, nullptr);
   }
   backend.gqa_attention_backward(data(o.out.at(0)), data(o.in.at(0)), data(qkv), att, b, s, heads,
-                                 kv_heads, hd, op.window);
+                                 kv_heads, hd, op.window, keep, scale);
+}
+
+int64_t RankRuntime::Impl::sequence_of(int64_t micro_batch, int64_t b) const {
+  return micro_batch_first_sequence(first_sequence, plan.global_batch, plan.dp, coord.dp,
+                                    plan.micro_batch, micro_batch) +
+         b;
+}
+
+namespace {
+
+// The generator of a task's draws: the run's seed and the task's random stream.
+uint64_t draws_of(uint64_t seed, const Task& task) {
+  STRATA_ASSERT(random_stream(task) > 0, "a task that draws a mask names its random stream");
+  return cpu::dropout_key(seed, static_cast<uint64_t>(random_stream(task)));
+}
+
+}  // namespace
+
+// Row (b, t) of the micro-batch's residual stream is keyed by (sequence of b, t), the columns by
+// their index: every rank draws its rows of the same mask, whatever the plan.
+void RankRuntime::Impl::draw_hidden_mask(const Task& task, TensorId mask) {
+  const int64_t c = model.hidden;
+  const int64_t rows = elements(mask) / c;
+  const int64_t s = plan.seq_len;
+  // This rank's rows of the (B*T, h) stream: all, or under sequence parallelism its TP rank's
+  // contiguous share.
+  const int64_t first = rows == tokens_per_micro_batch ? 0 : coord.tp * rows;
+  std::vector<uint64_t> keys(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row = first + r;
+    keys[static_cast<size_t>(r)] =
+        cpu::dropout_key(static_cast<uint64_t>(sequence_of(task.micro_batch, row / s)),
+                         static_cast<uint64_t>(row % s));
+  }
+  backend.dropout_mask(data(mask), draws_of(seed, task), keys.data(), rows, c,
+                       model.hidden_dropout);
+}
+
+// Row (b, head, query) of the probabilities is keyed by (sequence of b, global head, query), the
+// columns by the key's position: a TP rank draws its heads' rows of the same mask.
+void RankRuntime::Impl::draw_probability_mask(const Task& task, float* keep, int64_t heads) {
+  const int64_t b = plan.micro_batch;
+  const int64_t s = plan.seq_len;
+  std::vector<uint64_t> keys(static_cast<size_t>(b * heads * s));
+  for (int64_t bi = 0; bi < b; ++bi) {
+    const auto sequence = static_cast<uint64_t>(sequence_of(task.micro_batch, bi));
+    for (int64_t h = 0; h < heads; ++h) {
+      const uint64_t head = cpu::dropout_key(sequence, static_cast<uint64_t>(coord.tp * heads + h));
+      for (int64_t i = 0; i < s; ++i)
+        keys[static_cast<size_t>((bi * heads + h) * s + i)] =
+            cpu::dropout_key(head, static_cast<uint64_t>(i));
+    }
+  }
+  backend.dropout_mask(keep, draws_of(seed, task), keys.data(), b * heads * s, s,
+                       model.attention_dropout);
 }
 
 // The vocabulary-parallel cross-entropy over the logits of this rank's shard, dims {tokens,

@@ -41,7 +41,8 @@ struct QkvColumns {
 
 struct RankRuntime::Impl {
   Impl(const CompiledPlan& compiled, int32_t rank, Backend& backend, Communicator& comm,
-       const TextDataset& data, const OptimizerConfig& optimizer, ParamStore& params);
+       const TextDataset& data, const OptimizerConfig& optimizer, ParamStore& params,
+       uint64_t seed);
 
   // Where a tensor of this rank lives: a buffer of the runtime, or of the parameter store (a
   // parameter, its gathered copy, a gradient), with the parameter it belongs to.
@@ -66,7 +67,15 @@ struct RankRuntime::Impl {
   void run_compute(const Task& task, std::span<const TensorUse> uses);
   void run_forward(const Task& task, const OpShape& op, const Operands& o);
   void run_backward(const Task& task, const OpShape& op, const Operands& o);
-  void run_attention(const OpShape& op, const Operands& o, Direction direction);
+  void run_attention(const Task& task, const OpShape& op, const Operands& o);
+  // Dropout (docs/design.md, "Executor"): the mask a task draws from its random stream (a
+  // residual add's tensor, this rank's rows of the micro-batch's residual stream), and the
+  // attention probabilities' mask (B, this rank's heads, T, T) into `keep`.
+  void draw_hidden_mask(const Task& task, TensorId mask);
+  void draw_probability_mask(const Task& task, float* keep, int64_t heads);
+  // The index in the run of the micro-batch's b-th sequence on this rank.
+  int64_t sequence_of(int64_t micro_batch, int64_t b) const;
+  bool is_mask(TensorId id) const { return graph.shape_of(id).dtype == DType::kU8; }
   QkvColumns qkv_columns() const {
     return {model.head_dim(), model.heads / plan.tp, model.kv_heads / plan.tp};
   }
@@ -89,6 +98,7 @@ struct RankRuntime::Impl {
   const TextDataset& text;
   OptimizerConfig optimizer;
   ParamStore& params;
+  uint64_t seed;  // the run's: initial weights, data order and dropout masks
   RankCoord coord;
   int64_t tokens_per_micro_batch = 0;  // B T
   std::vector<TaskId> program;         // this rank's tasks, in id order

@@ -6,7 +6,7 @@ namespace strata {
 // back through parse_native_model to the same ModelSpec. Parameter counts are derived, never
 // stored, so they are not written here.
 nlohmann::json model_to_json(const ModelSpec& model) {
-  return nlohmann::json{
+  nlohmann::json json{
       {"name", model.name},
       {"layers", model.layers},
       {"hidden", model.hidden},
@@ -31,6 +31,12 @@ nlohmann::json model_to_json(const ModelSpec& model) {
       {"global_every", model.global_every},
       {"rope_theta", model.rope_theta},
   };
+  // The rates mean something only with dropout, and the reader takes them only then.
+  if (model.dropout) {
+    json["hidden_dropout"] = model.hidden_dropout;
+    json["attention_dropout"] = model.attention_dropout;
+  }
+  return json;
 }
 
 }  // namespace strata

@@ -33,11 +33,31 @@ constexpr std::string_view kMoeModelTypes[] = {
 
 // The fields of a native model file (models/README.md). Anything else is refused so that a typo
 // ("hiden") is an error instead of a silently ignored field.
-constexpr std::string_view kNativeFields[] = {
-    "name",       "layers",  "hidden",          "heads",        "kv_heads",  "head_dim",
-    "ffn_hidden", "vocab",   "max_seq",         "norm",         "mlp",       "position",
-    "block",      "qk_norm", "tied_embeddings", "qkv_bias",     "out_bias",  "linear_bias",
-    "head_bias",  "dropout", "sliding_window",  "global_every", "rope_theta"};
+constexpr std::string_view kNativeFields[] = {"name",
+                                              "layers",
+                                              "hidden",
+                                              "heads",
+                                              "kv_heads",
+                                              "head_dim",
+                                              "ffn_hidden",
+                                              "vocab",
+                                              "max_seq",
+                                              "norm",
+                                              "mlp",
+                                              "position",
+                                              "block",
+                                              "qk_norm",
+                                              "tied_embeddings",
+                                              "qkv_bias",
+                                              "out_bias",
+                                              "linear_bias",
+                                              "head_bias",
+                                              "dropout",
+                                              "sliding_window",
+                                              "global_every",
+                                              "rope_theta",
+                                              "hidden_dropout",
+                                              "attention_dropout"};
 
 std::string supported_types_text() {
   return fmt::format("{} (Hugging Face config.json) and gpt2 (GPT-2 config.json)",
@@ -164,6 +184,15 @@ ModelSpec parse_native_model(const nlohmann::json& config, const std::string& wh
   model.out_bias = fields.boolean("out_bias", model.linear_bias);
   model.head_bias = fields.boolean("head_bias", false);
   model.dropout = fields.boolean("dropout", true);
+  for (const auto& [key, rate] : {std::pair{"hidden_dropout", &model.hidden_dropout},
+                                  std::pair{"attention_dropout", &model.attention_dropout}}) {
+    if (!fields.has(key)) continue;
+    if (!model.dropout) {
+      fields.fail(key, "is a dropout rate, but \"dropout\" is false",
+                  "remove it, or set \"dropout\": true");
+    }
+    *rate = fields.positive_number(key, /*allow_zero=*/true);
+  }
   if (fields.has("sliding_window"))
     model.sliding_window = fields.non_negative_int("sliding_window");
   if (fields.has("global_every")) model.global_every = fields.non_negative_int("global_every");
@@ -232,6 +261,25 @@ void refuse_qwen_window(const JsonFields& fields) {
 // heads (one K/V head per query head), MLP width ("n_inner": null in the released configs means
 // 4 * n_embd), vocabulary and positions ("n_positions"; older configs also, or only, carry
 // "n_ctx"); named from "_name_or_path", else the model type.
+// The dropout rates of a config, each `absent` where its key is: the branches' before the
+// residual adds under `hidden_key` and the attention probabilities' under `attention_key`. The
+// model trains with dropout when either is above 0.
+void read_dropout(const JsonFields& fields, ModelSpec& model, const char* hidden_key,
+                  const char* attention_key, double absent) {
+  const auto rate = [&](const char* key) {
+    if (!fields.has(key)) return absent;
+    const double value = fields.positive_number(key, /*allow_zero=*/true);
+    if (value >= 1) {
+      fields.fail(key, fmt::format("is a probability below 1, found {}", value),
+                  "give the probability that an element is dropped, e.g. 0.1");
+    }
+    return value;
+  };
+  model.hidden_dropout = rate(hidden_key);
+  model.attention_dropout = rate(attention_key);
+  model.dropout = model.hidden_dropout > 0 || model.attention_dropout > 0;
+}
+
 ModelSpec gpt2_shape(const JsonFields& fields, const std::string& model_type) {
   ModelSpec model;
   model.name = hf_name(fields, model_type);
@@ -304,7 +352,8 @@ ModelSpec parse_falcon_config(const JsonFields& fields, ModelSpec model) {
 // them. Common keys: num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads
 // (default: heads), intermediate_size, vocab_size, max_position_embeddings, tie_word_embeddings,
 // head_dim (when stated, the per-head width, which may differ from hidden / heads: Qwen3, Gemma,
-// Mistral-Nemo), attention_dropout (dropout when above 0), rope_theta (the executor's rotary
+// Mistral-Nemo), attention_dropout and (gpt_neox, falcon) hidden_dropout, the dropout rates
+// (dropout when either is above 0), rope_theta (the executor's rotary
 // kernel). Keys the parameter count and the step do not depend on (rms_norm_eps, torch_dtype,
 // initializer_range ...) are ignored.
 //
@@ -326,8 +375,8 @@ ModelSpec parse_falcon_config(const JsonFields& fields, ModelSpec model) {
 //    "attention_bias" (default true), the MLP always; with "use_parallel_residual" (default true:
 //    Pythia, GPT-NeoX-20B) attention and MLP run in parallel, each after its own LayerNorm.
 //  - starcoder2: LayerNorm before attention and MLP, GELU (c_fc, c_proj), every projection biased
-//    when "use_bias" (default true), "sliding_window" on every layer, dropout from
-//    "residual_dropout", "embedding_dropout" or "attention_dropout".
+//    when "use_bias" (default true), "sliding_window" on every layer, dropout rates from
+//    "residual_dropout" and "attention_dropout" (dropout too when "embedding_dropout" is above 0).
 //  - falcon, gptj: parse_falcon_config, parse_gptj_config.
 // "layer_types" (newer configs), when present, states which layers are windowed.
 ModelSpec parse_hf_config(const nlohmann::json& config, const std::string& where) {
@@ -343,8 +392,8 @@ ModelSpec parse_hf_config(const nlohmann::json& config, const std::string& where
   model.vocab = fields.positive_int("vocab_size");
   model.position = PositionKind::kRotary;
   if (fields.has("rope_theta")) model.rope_theta = fields.positive_number("rope_theta");
-  model.dropout = fields.has("attention_dropout") &&
-                  fields.positive_number("attention_dropout", /*allow_zero=*/true) > 0;
+  read_dropout(fields, model, type == "starcoder2" ? "residual_dropout" : "hidden_dropout",
+               "attention_dropout", 0);
   const bool gemma = type == "gemma2" || type == "gemma3_text";
   // Gemma2Config and Gemma3TextConfig default head_dim to 256; Qwen3Config to 128.
   const std::optional<int64_t> head_dim = fields.optional_positive_int("head_dim");
@@ -408,10 +457,11 @@ ModelSpec parse_hf_config(const nlohmann::json& config, const std::string& where
     model.mlp = MlpKind::kGelu;
     model.qkv_bias = model.out_bias = model.linear_bias = fields.boolean("use_bias", true);
     model.sliding_window = optional_window(fields, "sliding_window", 0);
-    for (const char* key : {"residual_dropout", "embedding_dropout"}) {
-      if (fields.has(key) && fields.positive_number(key, /*allow_zero=*/true) > 0)
-        model.dropout = true;
-    }
+    // Embedding dropout has no mask in the graph (docs/design.md): it marks the model as one
+    // that trains with dropout, as the others do.
+    if (fields.has("embedding_dropout") &&
+        fields.positive_number("embedding_dropout", /*allow_zero=*/true) > 0)
+      model.dropout = true;
   }
   read_layer_types(fields, model);
   if (model.sliding_window == 0) model.global_every = 0;
@@ -429,7 +479,10 @@ ModelSpec parse_gpt2_config(const nlohmann::json& config, const std::string& whe
   model.tied_embeddings = true;
   model.qkv_bias = true;
   model.linear_bias = true;
-  model.dropout = true;
+  read_dropout(fields, model, "resid_pdrop", "attn_pdrop", 0.1);  // GPT2Config's defaults
+  // embd_pdrop has no mask in the graph (docs/design.md), as for Starcoder2.
+  if (fields.has("embd_pdrop") && fields.positive_number("embd_pdrop", /*allow_zero=*/true) > 0)
+    model.dropout = true;
   return model;
 }
 

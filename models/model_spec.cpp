@@ -98,6 +98,13 @@ void validate_model(const ModelSpec& model, const std::string& where) {
         "choose kv_heads that divide heads (grouped-query attention)");
   }
   require_range(model.q_hidden(), "head_dim", 1, kMaxWidth);
+  for (const auto& [rate, field] : {std::pair{model.hidden_dropout, "hidden_dropout"},
+                                    std::pair{model.attention_dropout, "attention_dropout"}}) {
+    if (!(rate >= 0 && rate < 1)) {
+      throw InputError(where, field, fmt::format("must be in [0, 1), found {}", rate),
+                       "give the probability that an element is dropped, e.g. 0.1");
+    }
+  }
 }
 
 const char* to_string(NormKind kind) {

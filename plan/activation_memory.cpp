@@ -60,7 +60,9 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& model, const Par
     }
   }
   add("out_in", matrix(d.sb, q, e), P::kAttention);
-  if (dropout) add("attn_mask", matrix(rows, h, DType::kU8), P::kAttention);
+  // A parallel block drops its summed branches through one mask (the MLP's).
+  if (dropout && !model.parallel_block())
+    add("attn_mask", matrix(rows, h, DType::kU8), P::kAttention);
   if (post_norms) add("post_attn_norm_in", matrix(rows, h, e), P::kNorms);
   if (block != LayerBlock::kPostNorm && block != LayerBlock::kParallel)
     add("norm2_in", matrix(rows, h, e), P::kNorms);

@@ -19,6 +19,8 @@
 // Under flash attention (plan.attention) the three s^2 terms are not stored: the kernel keeps the
 // softmax's fp32 log-sum-exp, 4 abs/t bytes, and regenerates the dropout mask from its seed, so a
 // layer stores sbh(34) + 4abs/t in the paper's setting (Dao et al. 2022, Sec. 3.1).
+// A parallel block (attention and MLP side by side) drops the sum of its branches through one
+// mask, the MLP's.
 
 #include <cstdint>
 #include <vector>

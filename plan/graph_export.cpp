@@ -32,6 +32,9 @@ void append_task_json(std::string& out, const TaskGraph& graph, TaskId id) {
   switch (t.kind) {
     case TaskKind::kCompute:
       fmt::format_to(std::back_inserter(out), R"(,"op":{})", t.op);
+      if (graph.random_stream(id) > 0) {
+        fmt::format_to(std::back_inserter(out), R"(,"random_stream":{})", graph.random_stream(id));
+      }
       break;
     case TaskKind::kCollective:
       fmt::format_to(std::back_inserter(out), R"(,"collective":"{}","group":{},"bytes":{})",

@@ -45,6 +45,13 @@ int64_t kept_bytes(const LoweringContext& ctx) {
   return ctx.plan.recompute == RecomputeKind::kFull ? ctx.full_layer_bytes : ctx.stored_bytes;
 }
 
+// A layer's dropout draw sites (TaskGraph::set_random_stream): the attention probabilities, and
+// the branches before their residual adds (a parallel block's one, the MLP's).
+enum class DropSite { kProbabilities = 1, kAttentionBranch = 2, kMlpBranch = 3 };
+int32_t dropout_stream(int64_t layer, DropSite site) {
+  return static_cast<int32_t>(layer * 3 + static_cast<int>(site));
+}
+
 bool scores_slot(int slot) {
   return slot == static_cast<int>(Slot::kScores) || slot == static_cast<int>(Slot::kScoresMask) ||
          slot == static_cast<int>(Slot::kScoresDropped);
@@ -148,14 +155,27 @@ class LayerOps {
     const TaskId norm = p_.compute(TaskRole::kPostNorm, op_.norm.forward, {branch.task}, uses);
     return {norm, at(Slot::kBranch)};
   }
-  // The post-norm's backward from the stream's gradient into the branch's (kDBranch).
-  TaskId post_norm_backward(int weight_index, int bias_index, Slot saved) {
-    TaskUses uses{read(state_.dstream), read(at(saved))};
+  // The post-norm's backward from its output's gradient `dout` into the branch's (kDBranch).
+  TaskId post_norm_backward(TensorId dout, int weight_index, int bias_index, Slot saved) {
+    TaskUses uses{read(dout), read(at(saved))};
     weight(uses, weight_index);
     uses.push_back(write(at(Slot::kDBranch)));
     add_grad(uses, weight_index);
     add_grad(uses, bias_index);
     return p_.compute(TaskRole::kPostNorm, op_.norm.backward, {}, uses);
+  }
+  // Under dropout, names the site whose mask task `id` draws; returns `id`.
+  TaskId draws(TaskId id, DropSite site) {
+    if (m_.dropout) p_.graph().set_random_stream(id, dropout_stream(layer_, site));
+    return id;
+  }
+  // A residual add's backward under dropout reads the branch's mask and writes the branch's
+  // output gradient, which it returns; without dropout that gradient is the stream's.
+  TensorId dropped_gradient(TaskUses& uses, Slot mask) {
+    if (!m_.dropout) return state_.dstream;
+    uses.push_back(read(at(mask)));
+    uses.push_back(write(at(Slot::kDDropped)));
+    return at(Slot::kDDropped);
   }
   // The attention's saved outputs: the log-sum-exp (flash), or the scores with their dropout.
   void attention_state(TaskUses& uses, Access access) {
@@ -228,7 +248,8 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   {
     TaskUses uses{read(at(Slot::kQkv)), write(at(Slot::kOutIn))};
     attention_state(uses, Access::kWrite);
-    p_.compute(TaskRole::kAttention, attention_of(ctx_, layer_).forward, {}, uses);
+    draws(p_.compute(TaskRole::kAttention, attention_of(ctx_, layer_).forward, {}, uses),
+          DropSite::kProbabilities);
   }
   TpGemm out{TaskRole::kAttnOut,      op_.attn_out, op_.attn_out_chunk, fwd, false, !parallel,
              op_.fp8_cast_attn_out_in};
@@ -250,7 +271,8 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
     weight(uses, lp_.out_b);
     uses.push_back(write(mid));
     if (m_.dropout) uses.push_back(write(at(Slot::kAttnMask)));
-    mid_ready = p_.compute(TaskRole::kAttnResidual, op_.residual.forward, {attn.task}, uses);
+    mid_ready = draws(p_.compute(TaskRole::kAttnResidual, op_.residual.forward, {attn.task}, uses),
+                      DropSite::kAttentionBranch);
   }
   TaskId mlp_in = kNoTask;
   TensorId mlp_src = mid;
@@ -303,11 +325,10 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   if (parallel) weight(uses, lp_.out_b);
   weight(uses, lp_.down_b);
   uses.push_back(write(stream));
-  if (m_.dropout) {
-    if (parallel) uses.push_back(write(at(Slot::kAttnMask)));
-    uses.push_back(write(at(Slot::kMlpMask)));
-  }
-  const TaskId output = p_.compute(TaskRole::kMlpResidual, op_.residual.forward, {mlp.task}, uses);
+  if (m_.dropout) uses.push_back(write(at(Slot::kMlpMask)));  // a parallel block's one mask
+  const TaskId output =
+      draws(p_.compute(TaskRole::kMlpResidual, op_.residual.forward, {mlp.task}, uses),
+            DropSite::kMlpBranch);
   if (p_.phase() != Phase::kRecompute) state_.stream = stream;
   return output;
 }
@@ -367,14 +388,18 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
   const TensorId dgathered = at(Slot::kDGathered);
   const TensorId dbranch = at(Slot::kDBranch);
 
+  // The branch's output gradient: the stream's, or under dropout the stream's through the mask
+  // (which the branch's biases, added before the dropout, take theirs from).
   TaskUses residual_uses{read(dstream)};
+  TensorId dout_mlp = dropped_gradient(residual_uses, Slot::kMlpMask);
   if (parallel) add_grad(residual_uses, lp_.out_b);
   add_grad(residual_uses, lp_.down_b);
   TaskId grad_in =
       p_.compute(TaskRole::kMlpResidual, op_.residual.backward, {grad, params}, residual_uses);
-  TensorId dout_mlp = dstream;
+  const TensorId dout_parallel = dout_mlp;  // a parallel block's, for both branches
   if (norm_after(m_)) {
-    grad_in = post_norm_backward(lp_.post_mlp_norm_w, lp_.post_mlp_norm_b, Slot::kPostMlpNormIn);
+    grad_in = post_norm_backward(dout_mlp, lp_.post_mlp_norm_w, lp_.post_mlp_norm_b,
+                                 Slot::kPostMlpNormIn);
     dout_mlp = dbranch;
   }
   TpGemm down{TaskRole::kMlpDown,    op_.mlp_down, op_.mlp_down_chunk, bwd, true, false,
@@ -417,7 +442,7 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
     p_.compute(TaskRole::kNorm2, op_.norm.backward, {up_result.task}, uses);
   }
   TaskId attn_grad = kNoTask;
-  TensorId dout_attn = dstream;
+  TensorId dout_attn = sp ? dgathered : dout_parallel;  // a parallel block's: gathered once
   if (!parallel) {
     TaskUses uses{read(dstream)};
     TaskId joined = kNoTask;
@@ -428,15 +453,14 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
       uses.push_back(update(dstream));
       joined = up_result.task;
     }
+    dout_attn = dropped_gradient(uses, Slot::kAttnMask);
     add_grad(uses, lp_.out_b);
     attn_grad = p_.compute(TaskRole::kAttnResidual, op_.residual.backward, {joined}, uses);
     if (norm_after(m_)) {
-      attn_grad =
-          post_norm_backward(lp_.post_attn_norm_w, lp_.post_attn_norm_b, Slot::kPostAttnNormIn);
+      attn_grad = post_norm_backward(dout_attn, lp_.post_attn_norm_w, lp_.post_attn_norm_b,
+                                     Slot::kPostAttnNormIn);
       dout_attn = dbranch;
     }
-  } else if (sp) {
-    dout_attn = dgathered;  // gathered once for both branches
   }
   TpGemm out{TaskRole::kAttnOut, op_.attn_out, op_.attn_out_chunk,    bwd,
              !parallel,          false,        op_.fp8_grad_attn_out, msg};
@@ -464,13 +488,16 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
     p_.alloc(Stream::kCompute, BufferClass::kAttentionScores, scores);
     TaskUses uses{read(at(Slot::kQkv)), write(state_.scratch_of(ctx_.slots, Slot::kOutIn))};
     attention_state(uses, Access::kWrite);
-    p_.compute(TaskRole::kAttention, attention_op.forward, {}, uses);
+    draws(p_.compute(TaskRole::kAttention, attention_op.forward, {}, uses),
+          DropSite::kProbabilities);
     p_.set_phase(Phase::kBackward);
   }
   TaskUses attention_uses{read(at(Slot::kDOutIn)), read(at(Slot::kQkv)), read(at(Slot::kOutIn))};
   attention_state(attention_uses, Access::kRead);
   attention_uses.push_back(write(at(Slot::kDQkv)));
   TaskId attention = p_.compute(TaskRole::kAttention, attention_op.backward, {}, attention_uses);
+  // Flash attention's backward draws the probabilities' mask again; the unfused one reads it.
+  if (ctx_.plan.attention == AttentionKind::kFlash) draws(attention, DropSite::kProbabilities);
   if (rebuild_scores) p_.release(Stream::kCompute, BufferClass::kAttentionScores, scores);
   if (op_.rotary.backward >= 0) {
     attention = p_.compute(TaskRole::kRotary, op_.rotary.backward, {}, {update(at(Slot::kDQkv))});

@@ -44,6 +44,7 @@ constexpr std::array<const char*, kSlotCount> kSlotNames = {
     "dstream",            // kDStream
     "dgathered",          // kDGathered
     "dbranch",            // kDBranch
+    "ddropped",           // kDDropped
     "ddown_in",           // kDDownIn
     "dact_in",            // kDActIn
     "dout_in",            // kDOutIn
@@ -101,7 +102,7 @@ SlotTable::SlotTable(const ModelSpec& model, const ParallelPlan& plan, TaskGraph
   set(Slot::kCheckpoint, matrix(rows, h, e));
   for (const Slot slot :
        {Slot::kStream, Slot::kMid, Slot::kProjRows, Slot::kBranch, Slot::kDStream, Slot::kDBranch,
-        Slot::kDNormRows, Slot::kHeadIn, Slot::kLmIn, Slot::kDLmRows}) {
+        Slot::kDDropped, Slot::kDNormRows, Slot::kHeadIn, Slot::kLmIn, Slot::kDLmRows}) {
     set(slot, matrix(rows, h, e));
   }
   for (const Slot slot : {Slot::kProj, Slot::kGathered, Slot::kDGathered, Slot::kDNormOut,

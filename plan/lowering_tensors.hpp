@@ -69,11 +69,13 @@ enum class Slot : uint8_t {
   kActOut,
   kOutInFp8,
   // Backward: the residual stream's gradient, a gathered output gradient, a post-norm's input
-  // gradient, the inner tensors' gradients, a column-parallel product's input gradient (partial
+  // gradient, a dropped branch's output gradient (the stream's through the dropout mask), the
+  // inner tensors' gradients, a column-parallel product's input gradient (partial
   // sums under TP) and its reduce-scatter, and the FP8 casts of the output gradients.
   kDStream,
   kDGathered,
   kDBranch,
+  kDDropped,
   kDDownIn,
   kDActIn,
   kDOutIn,

@@ -110,6 +110,13 @@ std::span<const TensorUse> TaskGraph::uses(TaskId id) const {
   return {uses_.data() + t.first_use, t.use_count};
 }
 
+void TaskGraph::set_random_stream(TaskId id, int32_t stream) {
+  Task& t = tasks_[static_cast<size_t>(id)];
+  STRATA_ASSERT(t.kind == TaskKind::kCompute && stream >= 1,
+                "a random stream (>= 1) is a compute task's");
+  t.tag = stream;
+}
+
 void TaskGraph::set_peer_bytes(TaskId id, std::span<const int64_t> bytes) {
   Task& t = tasks_[static_cast<size_t>(id)];
   STRATA_ASSERT(t.kind == TaskKind::kCollective && t.collective == CollectiveKind::kAllToAll,

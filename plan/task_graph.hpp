@@ -153,7 +153,8 @@ struct Task {
     int32_t peer;
   };
   // p2p: matches a send with its recv. An all-to-all: where the bytes it sends to each member of
-  // its group start in TaskGraph's per-peer table (TaskGraph::peer_bytes).
+  // its group start in TaskGraph's per-peer table (TaskGraph::peer_bytes). A compute task: the
+  // random stream it draws from (TaskGraph::set_random_stream), 0 when it draws nothing.
   int32_t tag = 0;
   CollectiveKind collective = CollectiveKind::kAllReduce;
   P2pKind p2p = P2pKind::kSend;
@@ -165,6 +166,11 @@ struct Task {
   uint32_t first_use = 0;  // or frees
   int64_t bytes = 0;       // collective, p2p, memory and copy size
 };
+
+// A compute task's random stream (TaskGraph::set_random_stream), 0 when it draws nothing.
+inline int32_t random_stream(const Task& task) {
+  return task.kind == TaskKind::kCompute ? task.tag : 0;
+}
 
 // The parameter blocks of one data-parallel bucket, which one gradient reduction or parameter
 // all-gather covers (Megatron-Core's DDP buckets, DeepSpeed's reduce buckets, PyTorch DDP's
@@ -211,6 +217,10 @@ class TaskGraph {
   // included): sizes differ per peer (expert parallelism's token dispatch). Its bytes become their
   // sum. Every all-to-all states them.
   void set_peer_bytes(TaskId id, std::span<const int64_t> bytes);
+  // The random stream a compute task draws from (dropout's masks), >= 1: the lowering names each
+  // draw site once for the model (a layer's attention probabilities, or a branch before its
+  // residual add), so every plan, and a recompute, draws the same numbers at the same site.
+  void set_random_stream(TaskId id, int32_t stream);
   // Names the op of a compute task added before its op was known (a host-dispatch block, whose
   // work is counted once emitted).
   void set_op(TaskId id, int32_t op);
@@ -225,6 +235,8 @@ class TaskGraph {
   const std::vector<Task>& tasks() const { return tasks_; }
   std::span<const TaskId> deps(TaskId id) const;
   std::span<const TensorUse> uses(TaskId id) const;
+  // A compute task's random stream (set_random_stream), 0 when it draws nothing.
+  int32_t random_stream(TaskId id) const { return strata::random_stream(task(id)); }
   // An all-to-all's per-peer bytes (set_peer_bytes); empty for other tasks and before they are set.
   std::span<const int64_t> peer_bytes(TaskId id) const;
   int64_t tensor_count() const { return static_cast<int64_t>(tensors_.size()); }

@@ -6,7 +6,8 @@
 // query's keys to the last `window` positions, itself included. The two products of each (batch,
 // head) go through BLAS: q, k and v are strided views of qkv (row stride (NH + 2*NKV)*HS), so no
 // copies are made. The products run over the whole (T,T) block; the softmax writes the masked
-// entries of att as exact zeros.
+// entries of att as exact zeros. Attention dropout (GPT-2's attn_pdrop) drops probabilities after
+// the softmax with a given mask (dropout_mask's), keeping att itself undropped for the backward.
 
 #include <algorithm>
 #include <cmath>
@@ -60,16 +61,20 @@ int64_t first_key(int64_t i, int64_t window) {
 // out is (B,T,NH*HS), att (B,NH,T,T), qkv (B,T,(NH+2*NKV)*HS). Per (batch, query head h), with
 // Q the (T,HS) view of head h and K, V those of kv head h / (NH/NKV):
 // att = masked_softmax(Q @ K^T / sqrt(HS)), out = att @ V, row i of the softmax over keys
-// [first_key(i, window), i] and 0 elsewhere.
+// [first_key(i, window), i] and 0 elsewhere. With dropout (keep (B,NH,T,T) not null), the product
+// reads P' = att * keep * dropout_scale instead, made in dropped (B,NH,T,T) when it is given, else
+// in a (T,T) scratch.
 template <typename T>
 void gqa_attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, int64_t nh,
-                           int64_t nkv, int64_t hs, int64_t window) {
+                           int64_t nkv, int64_t hs, int64_t window, const T* keep, T dropout_scale,
+                           T* dropped) {
   if (b <= 0 || t <= 0 || nh <= 0 || hs <= 0) return;
   check_heads(nh, nkv);
   check_window(window);
   const int64_t c = nh * hs;
   const int64_t row = (nh + 2 * nkv) * hs;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
+  std::vector<T> scratch(keep != nullptr && dropped == nullptr ? static_cast<size_t>(t * t) : 0);
   for (int64_t bi = 0; bi < b; ++bi) {
     for (int64_t h = 0; h < nh; ++h) {
       const HeadViews at = head_views(bi, h, t, nh, nkv, hs);
@@ -92,14 +97,21 @@ void gqa_attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, i
         for (int64_t j = 0; j < first; ++j) a_row[j] = T(0);
         for (int64_t j = i + 1; j < t; ++j) a_row[j] = T(0);
       }
-      gemm(CblasNoTrans, CblasNoTrans, t, hs, t, T(1), a, t, qkv + at.v, row, T(0), out + at.out,
-           c);
+      const T* probabilities = a;
+      if (keep != nullptr) {
+        T* kept = dropped != nullptr ? dropped + at.att : scratch.data();
+        // att * keep * dropout_scale, the dropped probabilities.
+        apply_dropout(kept, a, keep + at.att, dropout_scale, t * t);
+        probabilities = kept;
+      }
+      gemm(CblasNoTrans, CblasNoTrans, t, hs, t, T(1), probabilities, t, qkv + at.v, row, T(0),
+           out + at.out, c);
     }
   }
 }
 
 // dqkv is (B,T,(NH+2*NKV)*HS), dout (B,T,NH*HS), qkv (B,T,(NH+2*NKV)*HS), att (B,NH,T,T). Per
-// (batch, query head h), with K, V the views of its kv head:
+// (batch, query head h), with K, V the views of its kv head, without dropout (keep null):
 //   datt = dout @ V^T,  dV += att^T @ dout,
 //   dpre[i][j] = att[i][j] * (datt[i][j] - sum_l att[i][l] datt[i][l])   (softmax backward),
 //   dQ = scale * dpre @ K,  dK += scale * dpre^T @ Q.
@@ -108,9 +120,13 @@ void gqa_attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, i
 // A kv head's dK and dV sum over the query heads of its group, in head order: the group's first
 // head writes them (beta 0), the others add (beta 1). With the dQ products, every column block
 // of dqkv is written.
+// With dropout, out = P' @ V with P' = att * keep * dropout_scale, so dV += P'^T @ dout (P'
+// recomputed per head in a (T,T) scratch) and datt = (dout @ V^T) * keep * dropout_scale before
+// the softmax backward; the rest is unchanged.
 template <typename T>
 void gqa_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int64_t b,
-                            int64_t t, int64_t nh, int64_t nkv, int64_t hs, int64_t window) {
+                            int64_t t, int64_t nh, int64_t nkv, int64_t hs, int64_t window,
+                            const T* keep, T dropout_scale) {
   if (b <= 0 || t <= 0 || nh <= 0 || hs <= 0) return;
   check_heads(nh, nkv);
   check_window(window);
@@ -119,6 +135,7 @@ void gqa_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, 
   const int64_t group = nh / nkv;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
   std::vector<T> dpre(static_cast<size_t>(t * t));
+  std::vector<T> kept(keep != nullptr ? static_cast<size_t>(t * t) : 0);
   for (int64_t bi = 0; bi < b; ++bi) {
     for (int64_t h = 0; h < nh; ++h) {
       const HeadViews at = head_views(bi, h, t, nh, nkv, hs);
@@ -128,6 +145,13 @@ void gqa_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, 
       // datt, then the softmax backward in place; masked entries (above the diagonal, and before
       // the window) end at 0 since att is 0 there.
       gemm(CblasNoTrans, CblasTrans, t, t, hs, T(1), dy, c, qkv + at.v, row, T(0), dpre.data(), t);
+      const T* probabilities = a;
+      if (keep != nullptr) {
+        // P' (as the forward made it) for dV, and datt through the dropout.
+        apply_dropout(kept.data(), a, keep + at.att, dropout_scale, t * t);
+        apply_dropout(dpre.data(), dpre.data(), keep + at.att, dropout_scale, t * t);
+        probabilities = kept.data();
+      }
       for (int64_t i = 0; i < t; ++i) {
         const T* a_row = a + i * t;
         T* d_row = dpre.data() + i * t;
@@ -138,7 +162,8 @@ void gqa_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, 
         for (int64_t j = 0; j < first; ++j) d_row[j] = T(0);
         for (int64_t j = i + 1; j < t; ++j) d_row[j] = T(0);
       }
-      gemm(CblasTrans, CblasNoTrans, t, hs, t, T(1), a, t, dy, c, kv_beta, dqkv + at.v, row);
+      gemm(CblasTrans, CblasNoTrans, t, hs, t, T(1), probabilities, t, dy, c, kv_beta, dqkv + at.v,
+           row);
       gemm(CblasNoTrans, CblasNoTrans, t, hs, t, scale, dpre.data(), t, qkv + at.k, row, T(0),
            dqkv + at.q, row);
       gemm(CblasTrans, CblasNoTrans, t, hs, t, scale, dpre.data(), t, qkv + at.q, row, kv_beta,
@@ -150,23 +175,28 @@ void gqa_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, 
 // Multi-head attention: the grouped-query kernels with one query head per kv head.
 template <typename T>
 void attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, int64_t nh, int64_t hs) {
-  gqa_attention_forward(out, att, qkv, b, t, nh, nh, hs);
+  gqa_attention_forward(out, att, qkv, b, t, nh, nh, hs, 0, static_cast<const T*>(nullptr), T(1),
+                        static_cast<T*>(nullptr));
 }
 
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int64_t b, int64_t t,
                         int64_t nh, int64_t hs) {
-  gqa_attention_backward(dqkv, dout, qkv, att, b, t, nh, nh, hs);
+  gqa_attention_backward(dqkv, dout, qkv, att, b, t, nh, nh, hs, 0, static_cast<const T*>(nullptr),
+                         T(1));
 }
 
 template void gqa_attention_forward<float>(float*, float*, const float*, int64_t, int64_t, int64_t,
-                                           int64_t, int64_t, int64_t);
+                                           int64_t, int64_t, int64_t, const float*, float, float*);
 template void gqa_attention_forward<double>(double*, double*, const double*, int64_t, int64_t,
-                                            int64_t, int64_t, int64_t, int64_t);
+                                            int64_t, int64_t, int64_t, int64_t, const double*,
+                                            double, double*);
 template void gqa_attention_backward<float>(float*, const float*, const float*, const float*,
-                                            int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+                                            int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                            const float*, float);
 template void gqa_attention_backward<double>(double*, const double*, const double*, const double*,
-                                             int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+                                             int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                             const double*, double);
 template void attention_forward<float>(float*, float*, const float*, int64_t, int64_t, int64_t,
                                        int64_t);
 template void attention_forward<double>(double*, double*, const double*, int64_t, int64_t, int64_t,

@@ -103,15 +103,24 @@ void geglu_backward(T* dinp, const T* inp, const T* dout, int64_t n, int64_t h);
 // position i sees keys j <= i (full causal attention). window w > 0 (Mistral's sliding_window,
 // Jiang et al. 2023): keys i - w < j <= i, itself and the w - 1 before it; w >= T is the same as 0,
 // bit for bit. Example, w = 3: query 5 sees keys 3, 4 and 5.
+// Attention dropout (GPT-2's attn_pdrop, Megatron-LM's --attention-dropout), on the probabilities
+// after the softmax: keep (B,NH,T,T) holds 1 (kept) or 0 (dropped) per probability, a mask of
+// dropout_mask, and dropout_scale its 1 / (1 - rate); then att still receives the undropped
+// probabilities and out = (att * keep * dropout_scale) @ v. dropped (B,NH,T,T), when not null,
+// receives att * keep * dropout_scale (what an unfused dropout would store). keep null: no
+// dropout (dropout_scale and dropped ignored), the same bits as before dropout existed.
 template <typename T>
 void gqa_attention_forward(T* out, T* att, const T* qkv, int64_t b, int64_t t, int64_t nh,
-                           int64_t nkv, int64_t hs, int64_t window = 0);
+                           int64_t nkv, int64_t hs, int64_t window, const T* keep, T dropout_scale,
+                           T* dropped);
 // dqkv (B,T,(NH+2*NKV)*HS) = the gradient of out with respect to qkv, from dout (B,T,NH*HS) and
-// the saved att (of the forward with the same window); written (=). A kv head's dk and dv sum over
-// the NH/NKV query heads of its group.
+// the saved att (of the forward with the same window, undropped) and the forward's keep and
+// dropout_scale (keep null: no dropout); written (=). A kv head's dk and dv sum over the NH/NKV
+// query heads of its group.
 template <typename T>
 void gqa_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int64_t b,
-                            int64_t t, int64_t nh, int64_t nkv, int64_t hs, int64_t window = 0);
+                            int64_t t, int64_t nh, int64_t nkv, int64_t hs, int64_t window,
+                            const T* keep, T dropout_scale);
 
 // Causal multi-head attention: grouped-query attention with NKV = NH, the same results bit for
 // bit. qkv is (B,T,3*NH*HS): per token [q | k | v], each NH heads of HS; att (B,NH,T,T),
@@ -144,13 +153,44 @@ void rotary_backward(T* dinp, const T* dout, int64_t b, int64_t t, int64_t heads
                      int64_t row_stride, int64_t first_col, double theta);
 
 // out (N,C) = residual (N,C) + branch (N,C) + bias (C, or null): a residual add, with the bias of
-// the row-parallel product before it (Megatron adds that bias after the reduction).
+// the row-parallel product before it (Megatron adds that bias after the reduction). With a dropout
+// mask (N,C) of 0 and 1 (dropout_mask), Megatron-LM's bias_dropout_add: out = residual +
+// (branch + bias) * mask * dropout_scale, the bias added before the dropout. mask null: no
+// dropout (dropout_scale ignored), the same bits as before dropout existed.
 template <typename T>
 void residual_forward(T* out, const T* residual, const T* branch, const T* bias, int64_t n,
-                      int64_t c);
+                      int64_t c, const T* mask, T dropout_scale);
 // The input gradients of a residual add are dout itself; dbias (C) += the column sums of dout.
+// With dropout, the branch's and bias's gradients are those of the dropped sum: apply_dropout
+// of dout first, then residual_backward of that.
 template <typename T>
 void residual_backward(T* dbias, const T* dout, int64_t n, int64_t c);
+
+// Dropout (Srivastava et al. 2014) as torch.nn.functional.dropout computes it: each element kept
+// with probability 1 - rate and scaled by dropout_scale = 1 / (1 - rate), else zeroed, so the
+// expectation is unchanged. The mask is counter-based (as Philox is in PyTorch's CUDA dropout,
+// Salmon et al. 2011): an element's draw is a hash of (stream, its row's key, its column), with no
+// generator state, so any rows of a mask can be made alone, on any rank, with the bits of the
+// same rows of the whole mask; this is what lets sequence- and tensor-parallel ranks make their
+// slice.
+
+// A 64-bit mix of two values, SplitMix64's output function (Steele, Lea and Flood 2014,
+// "Fast splittable pseudorandom number generators") on z = a + 0x9e3779b97f4a7c15 * (b + 1):
+// z ^= z >> 30, z *= 0xbf58476d1ce4e5b9, z ^= z >> 27, z *= 0x94d049bb133111eb, z ^= z >> 31.
+// Callers build row keys with it, e.g. dropout_key(dropout_key(layer, sequence), token).
+uint64_t dropout_key(uint64_t a, uint64_t b);
+
+// mask (N,C) = 1 where element (i, j) is kept, 0 where dropped: with
+// x = dropout_key(dropout_key(stream, row_keys[i]), j) and u = (x >> 11) * 2^-53, uniform in
+// [0, 1) on 53 bits, the element is kept when u >= rate. row_keys is (N). 0 <= rate < 1 (asserted);
+// rate 0 keeps every element.
+template <typename T>
+void dropout_mask(T* mask, uint64_t stream, const uint64_t* row_keys, int64_t n, int64_t c,
+                  double rate);
+// out (n) = in * mask * dropout_scale; written (=), in place when out == in. Dropout's forward,
+// and its backward (a gradient through the same mask).
+template <typename T>
+void apply_dropout(T* out, const T* in, const T* mask, T dropout_scale, int64_t n);
 
 // Token (+ position) embedding over a vocabulary shard: wte (V,C) holds rows
 // [vocab_start, vocab_start + V) of the full table. out (B*T,C) = wte[token - vocab_start] when

@@ -156,17 +156,18 @@ TEST_CASE("backend gqa attention forward and backward are cpu::gqa_attention_*, 
     std::vector<float> out(kB * kT * kNH * kHS), att(kB * kNH * kT * kT);
     auto want_out = out, want_att = att;
     backend->gqa_attention_forward(out.data(), att.data(), qkv.data(), kB, kT, kNH, kNKV, kHS,
-                                   window);
+                                   window, nullptr, 1.0f, nullptr);
     cpu::gqa_attention_forward(want_out.data(), want_att.data(), qkv.data(), kB, kT, kNH, kNKV, kHS,
-                               window);
+                               window, static_cast<const float*>(nullptr), 1.0f,
+                               static_cast<float*>(nullptr));
     check_bit_identical("out", out, want_out);
     check_bit_identical("att", att, want_att);
 
     auto dqkv = garbage, want_dqkv = garbage;
     backend->gqa_attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), kB, kT, kNH,
-                                    kNKV, kHS, window);
+                                    kNKV, kHS, window, nullptr, 1.0f);
     cpu::gqa_attention_backward(want_dqkv.data(), dout.data(), qkv.data(), want_att.data(), kB, kT,
-                                kNH, kNKV, kHS, window);
+                                kNH, kNKV, kHS, window, static_cast<const float*>(nullptr), 1.0f);
     check_bit_identical("dqkv", dqkv, want_dqkv);
   }
 }

@@ -8,11 +8,8 @@
 
 #include <catch2/catch.hpp>
 
-#include <string>
-
-#include "exec/trainer.hpp"
 #include "models/model_reader.hpp"
-#include "plan/compile.hpp"
+#include "tests/exec/small_training.hpp"
 
 namespace strata {
 namespace {
@@ -20,24 +17,7 @@ namespace {
 TrainResult train(const std::string& model_name, RecomputeKind recompute) {
   ModelSpec model = load_model(model_name);
   model.layers = 2;
-  ParallelPlan plan;
-  plan.dp = 2;
-  plan.tp = 2;
-  plan.sequence_parallel = true;
-  plan.recompute = recompute;
-  plan.attention = AttentionKind::kUnfused;
-  plan.micro_batch = 2;
-  plan.global_batch = 8;
-  plan.seq_len = 32;
-  plan.dtype = DType::kFp32;
-  const CompiledPlan compiled =
-      compile_plan(model, cpu_host_cluster(4, int64_t{1} << 32), plan, GraphMode::kFull);
-  REQUIRE(compiled.validation.ok());
-  TrainOptions options;
-  options.data_path = std::string(STRATA_SOURCE_DIR) + "/scenarios/data/kjv-genesis-exodus.txt";
-  options.optimizer.adamw.lr = 3e-3;
-  options.steps = 3;
-  return train_in_process(compiled, options, {});
+  return test::train_small(model, AttentionKind::kUnfused, recompute);
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 // bit for bit the multi-head kernel it replaced was checked when the two were merged. The sliding
 // window (Mistral's, Jiang et al. 2023): against a direct masked softmax written here, the masked
 // probabilities exactly 0, a window of T or more the same bits as none, backward against central
-// differences.
+// differences. Attention dropout (GPT-2's attn_pdrop, on the probabilities after the softmax): out
+// against the dropped probabilities times V, the dropped probabilities against their closed form,
+// backward against central differences, an all-ones mask of scale 1 the same bits as none.
 
 #include <catch2/catch.hpp>
 
@@ -33,6 +35,9 @@ constexpr int64_t kT = 5;
 constexpr int64_t kNH = 4;
 constexpr int64_t kHS = 4;
 constexpr int64_t kC = kNH * kHS;
+// No dropout: the keep mask and the dropped probabilities null.
+constexpr const double* kNoKeep = nullptr;
+constexpr double* kNoDropped = nullptr;
 
 // A qkv row: [q (NH*HS) | k (NKV*HS) | v (NKV*HS)].
 int64_t row_width(int64_t nkv) { return (kNH + 2 * nkv) * kHS; }
@@ -82,8 +87,10 @@ GqaOutputs run_gqa(const std::vector<double>& qkv_in, const std::vector<double>&
   const auto dout = cast_to<T>(dout_in);
   std::vector<T> out(kB * kT * kC), att(kB * kNH * kT * kT);
   std::vector<T> dqkv(qkv.size(), T(1e3));  // poisoned: every entry must be written
-  gqa_attention_forward(out.data(), att.data(), qkv.data(), kB, kT, kNH, nkv, kHS);
-  gqa_attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), kB, kT, kNH, nkv, kHS);
+  gqa_attention_forward(out.data(), att.data(), qkv.data(), kB, kT, kNH, nkv, kHS, 0,
+                        static_cast<const T*>(nullptr), T(1), static_cast<T*>(nullptr));
+  gqa_attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), kB, kT, kNH, nkv, kHS, 0,
+                         static_cast<const T*>(nullptr), T(1));
   return {widen(out), widen(att), widen(dqkv)};
 }
 
@@ -183,7 +190,8 @@ TEST_CASE(
   const GqaOutputs analytic = run_gqa<double>(in.qkv, in.dout, nkv);
   std::vector<double> out(kB * kT * kC), att(kB * kNH * kT * kT);
   const auto loss = [&] {
-    gqa_attention_forward(out.data(), att.data(), in.qkv.data(), kB, kT, kNH, nkv, kHS);
+    gqa_attention_forward(out.data(), att.data(), in.qkv.data(), kB, kT, kNH, nkv, kHS, 0, kNoKeep,
+                          1.0, kNoDropped);
     return test::weighted_sum(out, in.dout);
   };
   INFO("NKV = " << nkv);
@@ -226,9 +234,10 @@ GqaOutputs run_windowed(const WindowInputs& in, int64_t window) {
   const WindowShape& s = in.shape;
   std::vector<double> out(s.b * s.t * s.c(), 1e3), att(s.att_size(), 1e3);
   std::vector<double> dqkv(in.qkv.size(), 1e3);  // poisoned: every entry must be written
-  gqa_attention_forward(out.data(), att.data(), in.qkv.data(), s.b, s.t, s.nh, s.nkv, s.hs, window);
+  gqa_attention_forward(out.data(), att.data(), in.qkv.data(), s.b, s.t, s.nh, s.nkv, s.hs, window,
+                        kNoKeep, 1.0, kNoDropped);
   gqa_attention_backward(dqkv.data(), in.dout.data(), in.qkv.data(), att.data(), s.b, s.t, s.nh,
-                         s.nkv, s.hs, window);
+                         s.nkv, s.hs, window, kNoKeep, 1.0);
   return {out, att, dqkv};
 }
 
@@ -352,7 +361,7 @@ TEST_CASE(
   std::vector<double> out(s.b * s.t * s.c()), att(s.att_size());
   const auto loss = [&] {
     gqa_attention_forward(out.data(), att.data(), in.qkv.data(), s.b, s.t, s.nh, s.nkv, s.hs,
-                          kWindow);
+                          kWindow, kNoKeep, 1.0, kNoDropped);
     return test::weighted_sum(out, in.dout);
   };
   check_dqkv(analytic.dqkv, test::numeric_gradient(in.qkv, loss), s.nh, s.nkv, s.hs);
@@ -367,13 +376,127 @@ TEST_CASE("gqa with a window: float agrees with double within 1e-5 relative", "[
   const auto qkv = cast_to<float>(in.qkv);
   const auto dout = cast_to<float>(in.dout);
   std::vector<float> out(s.b * s.t * s.c()), att(s.att_size()), dqkv(qkv.size(), 1e3f);
-  gqa_attention_forward(out.data(), att.data(), qkv.data(), s.b, s.t, s.nh, s.nkv, s.hs, kWindow);
+  gqa_attention_forward(out.data(), att.data(), qkv.data(), s.b, s.t, s.nh, s.nkv, s.hs, kWindow,
+                        static_cast<const float*>(nullptr), 1.0f, static_cast<float*>(nullptr));
   gqa_attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), s.b, s.t, s.nh, s.nkv,
-                         s.hs, kWindow);
+                         s.hs, kWindow, static_cast<const float*>(nullptr), 1.0f);
   const GqaOutputs d = run_windowed(in, kWindow);
   check_close("out", widen(out), d.out, kFloatTolerance);
   check_close("att", widen(att), d.att, kFloatTolerance);
   check_close("dqkv", widen(dqkv), d.dqkv, kFloatTolerance);
+}
+
+// Attention dropout on the window shape (B 2, T 8, NH 4, NKV 2, HS 4): a keep mask (B,NH,T,T) of
+// rate 0.3 from dropout_mask, one row key per (batch, head, query), and its scale 1 / (1 - 0.3).
+struct AttentionDropout {
+  static constexpr double kRate = 0.3;
+  double scale = 1.0 / (1.0 - kRate);
+  std::vector<double> keep;
+  explicit AttentionDropout(const WindowShape& s) : keep(s.att_size()) {
+    const int64_t rows = s.b * s.nh * s.t;
+    std::vector<uint64_t> row_keys(rows);
+    for (int64_t r = 0; r < rows; ++r) row_keys[r] = dropout_key(5, static_cast<uint64_t>(r));
+    dropout_mask(keep.data(), 17, row_keys.data(), rows, s.t, kRate);
+  }
+};
+
+struct DroppedOutputs {
+  std::vector<double> out, att, dropped, dqkv;
+};
+
+// The forward (storing the dropped probabilities) and the backward with a keep mask.
+DroppedOutputs run_dropped(const WindowInputs& in, int64_t window, const std::vector<double>& keep,
+                           double scale) {
+  const WindowShape& s = in.shape;
+  DroppedOutputs r{std::vector<double>(s.b * s.t * s.c(), 1e3),
+                   std::vector<double>(s.att_size(), 1e3), std::vector<double>(s.att_size(), 1e3),
+                   std::vector<double>(in.qkv.size(), 1e3)};  // poisoned: every entry written
+  gqa_attention_forward(r.out.data(), r.att.data(), in.qkv.data(), s.b, s.t, s.nh, s.nkv, s.hs,
+                        window, keep.data(), scale, r.dropped.data());
+  gqa_attention_backward(r.dqkv.data(), in.dout.data(), in.qkv.data(), r.att.data(), s.b, s.t, s.nh,
+                         s.nkv, s.hs, window, keep.data(), scale);
+  return r;
+}
+
+TEST_CASE(
+    "gqa with attention dropout: att is the undropped softmax, dropped = att * keep * scale, and "
+    "out = dropped @ V",
+    "[gqa][dropout]") {
+  // Dropout after the softmax (GPT-2's attn_dropout, Megatron-LM's attention_dropout):
+  // out_i = sum_j att[i][j] keep[i][j] / (1 - rate) v_j. The stored dropped probabilities are
+  // the kernel's product of the same two factors, so they match bit for bit; out is checked
+  // against the loop below up to BLAS's summation order. Without `dropped` (a scratch instead),
+  // out has the same bits.
+  const int64_t window = GENERATE(0, 3);
+  const WindowInputs in;
+  const WindowShape& s = in.shape;
+  const AttentionDropout dropout(s);
+  const DroppedOutputs got = run_dropped(in, window, dropout.keep, dropout.scale);
+  const GqaOutputs undropped = run_windowed(in, window);
+  INFO("window = " << window);
+  CHECK(got.att == undropped.att);
+  std::vector<double> want_dropped(s.att_size());
+  for (int64_t e = 0; e < s.att_size(); ++e) {
+    want_dropped[e] = got.att[e] * dropout.keep[e] * dropout.scale;
+  }
+  CHECK(got.dropped == want_dropped);
+  std::vector<double> want_out(s.b * s.t * s.c(), 0.0);
+  for (int64_t b = 0; b < s.b; ++b) {
+    for (int64_t h = 0; h < s.nh; ++h) {
+      const int64_t kv = h / (s.nh / s.nkv);
+      for (int64_t i = 0; i < s.t; ++i) {
+        for (int64_t j = 0; j < s.t; ++j) {
+          const double p = want_dropped[((b * s.nh + h) * s.t + i) * s.t + j];
+          const double* v = in.qkv.data() + (b * s.t + j) * s.row() + (s.nh + s.nkv + kv) * s.hs;
+          for (int64_t d = 0; d < s.hs; ++d)
+            want_out[(b * s.t + i) * s.c() + h * s.hs + d] += p * v[d];
+        }
+      }
+    }
+  }
+  check_close("out", got.out, want_out, 1e-13);
+  CHECK(got.out != undropped.out);
+  std::vector<double> out_scratch(got.out.size()), att_scratch(s.att_size());
+  gqa_attention_forward(out_scratch.data(), att_scratch.data(), in.qkv.data(), s.b, s.t, s.nh,
+                        s.nkv, s.hs, window, dropout.keep.data(), dropout.scale, kNoDropped);
+  CHECK(out_scratch == got.out);
+}
+
+TEST_CASE(
+    "gqa backward with attention dropout (float64) equals central differences of sum(out * R) for "
+    "all of qkv, without and with a window of 3",
+    "[gqa][dropout]") {
+  // A fixed keep mask makes out a smooth function of qkv, so central differences apply; the
+  // gradient flows only through the kept probabilities (datt = dout @ V^T * keep * scale) and dV
+  // reads the dropped ones.
+  const int64_t window = GENERATE(0, 3);
+  WindowInputs in;
+  const WindowShape& s = in.shape;
+  const AttentionDropout dropout(s);
+  const DroppedOutputs analytic = run_dropped(in, window, dropout.keep, dropout.scale);
+  std::vector<double> out(s.b * s.t * s.c()), att(s.att_size());
+  const auto loss = [&] {
+    gqa_attention_forward(out.data(), att.data(), in.qkv.data(), s.b, s.t, s.nh, s.nkv, s.hs,
+                          window, dropout.keep.data(), dropout.scale, kNoDropped);
+    return test::weighted_sum(out, in.dout);
+  };
+  INFO("window = " << window);
+  check_dqkv(analytic.dqkv, test::numeric_gradient(in.qkv, loss), s.nh, s.nkv, s.hs);
+}
+
+TEST_CASE("gqa with a keep mask of ones and scale 1 gives the same bits as no dropout",
+          "[gqa][dropout]") {
+  // att * 1 * 1 = att and datt * 1 * 1 = datt exactly, and the products read the same values.
+  const int64_t window = GENERATE(0, 3);
+  const WindowInputs in;
+  const WindowShape& s = in.shape;
+  const DroppedOutputs ones = run_dropped(in, window, std::vector<double>(s.att_size(), 1.0), 1.0);
+  const GqaOutputs none = run_windowed(in, window);
+  INFO("window = " << window);
+  CHECK(ones.out == none.out);
+  CHECK(ones.att == none.att);
+  CHECK(ones.dropped == none.att);
+  CHECK(ones.dqkv == none.dqkv);
 }
 
 }  // namespace

@@ -318,7 +318,8 @@ TEMPLATE_TEST_CASE("residual_forward matches the CPU reference, with and without
                                 bias_d = to_double(bias);
       std::vector<double> ref(n * c);
       cpu::residual_forward(ref.data(), residual_d.data(), branch_d.data(),
-                            with_bias ? bias_d.data() : nullptr, n, c);
+                            with_bias ? bias_d.data() : nullptr, n, c,
+                            static_cast<const double*>(nullptr), 1.0);
       DeviceBuffer<T> d_residual = upload<T>(residual), d_branch = upload<T>(branch),
                       d_bias = upload<T>(bias);
       DeviceBuffer<T> out(n * c);

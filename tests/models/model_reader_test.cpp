@@ -48,6 +48,10 @@ void check_same_architecture(const ModelSpec& a, const ModelSpec& b) {
   CHECK(a.linear_bias == b.linear_bias);
   CHECK(a.head_bias == b.head_bias);
   CHECK(a.dropout == b.dropout);
+  if (a.dropout && b.dropout) {  // the rates mean something only with dropout
+    CHECK(a.hidden_dropout == b.hidden_dropout);
+    CHECK(a.attention_dropout == b.attention_dropout);
+  }
   CHECK(a.head_dim() == b.head_dim());
   CHECK(a.block == b.block);
   CHECK(a.qk_norm == b.qk_norm);
@@ -251,6 +255,52 @@ TEST_CASE("native rope_theta is read, and refused unless positive", "[models]") 
   const auto error = parse_error_of(model + "0}");
   REQUIRE(error.has_value());
   CHECK(std::string(error->what()).find("rope_theta") != std::string::npos);
+}
+
+// Dropout rates: 0.1 each by default (GPT-2's resid_pdrop and attn_pdrop, Megatron-LM's
+// --hidden-dropout and --attention-dropout), read as given, refused from 1 up and without dropout.
+TEST_CASE("native dropout rates", "[models]") {
+  const std::string model =
+      R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "max_seq": 32, )";
+  const ModelSpec defaults = parse_text(model + R"("dropout": true})");
+  CHECK(defaults.hidden_dropout == 0.1);
+  CHECK(defaults.attention_dropout == 0.1);
+  const ModelSpec given = parse_text(model + R"("hidden_dropout": 0.2, "attention_dropout": 0})");
+  CHECK(given.hidden_dropout == 0.2);
+  CHECK(given.attention_dropout == 0);
+  for (const auto& [text, field] :
+       {std::pair{R"("hidden_dropout": 1})", "hidden_dropout"},
+        std::pair{R"("attention_dropout": -0.1})", "attention_dropout"},
+        std::pair{R"("dropout": false, "hidden_dropout": 0.1})", "hidden_dropout"}}) {
+    const auto error = parse_error_of(model + text);
+    REQUIRE(error.has_value());
+    CHECK(std::string(error->what()).find(field) != std::string::npos);
+  }
+}
+
+// Hugging Face rates: GPT-2's resid_pdrop and attn_pdrop, GPT-NeoX's hidden_dropout and
+// attention_dropout; a config with every rate 0 trains without dropout.
+TEST_CASE("HF dropout rates", "[models]") {
+  nlohmann::json gpt2 = nlohmann::json::parse(kGpt2Config);
+  gpt2["resid_pdrop"] = 0.05;
+  gpt2["attn_pdrop"] = 0.0;
+  const ModelSpec from_gpt2 = parse_model(gpt2, "test.json");
+  CHECK(from_gpt2.dropout);
+  CHECK(from_gpt2.hidden_dropout == 0.05);
+  CHECK(from_gpt2.attention_dropout == 0);
+  gpt2["resid_pdrop"] = gpt2["embd_pdrop"] = 0.0;
+  CHECK_FALSE(parse_model(gpt2, "test.json").dropout);
+  gpt2["attn_pdrop"] = 1.5;
+  const auto error = parse_error_of(gpt2.dump());
+  REQUIRE(error.has_value());
+  CHECK(std::string(error->what()).find("attn_pdrop") != std::string::npos);
+  nlohmann::json llama = nlohmann::json::parse(kLlama3_8bConfig);
+  llama["model_type"] = "gpt_neox";
+  llama["hidden_dropout"] = 0.1;
+  const ModelSpec neox = parse_model(llama, "test.json");
+  CHECK(neox.dropout);
+  CHECK(neox.hidden_dropout == 0.1);
+  CHECK(neox.attention_dropout == 0);  // the Llama config's attention_dropout 0.0
 }
 
 // The format is detected from the keys (models/model_reader.hpp).

@@ -6,6 +6,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
 
 #include "plan/op_shapes.hpp"
 #include "tests/plan/plan_fixtures.hpp"
@@ -123,26 +126,75 @@ namespace strata {
 // write-after-read and write-after-write across streams ordered) at tp 2, with and without
 // sequence parallelism, under each recompute mode. Post-norm blocks once let the MLP's gather read
 // the stream before the attention's residual add wrote it, and joined the MLP's input gradient
-// before its TP reduction had run.
+// before its TP reduction had run. With dropout, the residual adds' backwards write the dropped
+// branch's gradient, which the branch's first backward op (or its gather) then reads.
 TEST_CASE("every block's graph is free of data hazards under TP, SP and recompute", "[plan]") {
   ModelSpec model = load_model("llama3-8b");
   model.layers = 2;
   for (const LayerBlock block : {LayerBlock::kPreNorm, LayerBlock::kPostNorm, LayerBlock::kSandwich,
                                  LayerBlock::kParallel, LayerBlock::kParallelTwoNorms}) {
     model.block = block;
-    for (const bool sp : {false, true}) {
-      for (const RecomputeKind recompute :
-           {RecomputeKind::kNone, RecomputeKind::kSelective, RecomputeKind::kFull}) {
-        INFO(to_string(block) << (sp ? ", sequence parallel" : "") << ", recompute "
-                              << to_string(recompute));
-        ParallelPlan plan = test::make_plan(2, 2, 2, 1, 4, 256);
-        plan.sequence_parallel = sp;
-        plan.recompute = recompute;
-        plan.attention = AttentionKind::kUnfused;
-        const CompiledPlan compiled = test::compile_checked(model, plan, GraphMode::kFull);
-        CHECK(compiled.validation.ok());
+    for (const bool dropout : {false, true}) {
+      model.dropout = dropout;
+      for (const bool sp : {false, true}) {
+        for (const RecomputeKind recompute :
+             {RecomputeKind::kNone, RecomputeKind::kSelective, RecomputeKind::kFull}) {
+          INFO(to_string(block) << (dropout ? ", dropout" : "") << (sp ? ", SP" : "")
+                                << ", recompute " << to_string(recompute));
+          ParallelPlan plan = test::make_plan(2, 2, 2, 1, 4, 256);
+          plan.sequence_parallel = sp;
+          plan.recompute = recompute;
+          plan.attention = AttentionKind::kUnfused;
+          const CompiledPlan compiled = test::compile_checked(model, plan, GraphMode::kFull);
+          CHECK(compiled.validation.ok());
+        }
       }
     }
+  }
+}
+
+}  // namespace strata
+
+namespace strata {
+
+// Dropout's draws (TaskGraph::random_stream): a layer's attention probabilities and each of its
+// branches before the residual add are one draw site each, whose tasks (the forward, its full
+// recompute, and flash attention's backward, which draws the mask again) name one stream in
+// every micro-batch, so that every plan and every recompute draws the same masks. No other task
+// draws, and a model without dropout draws nothing. Under dropout a residual add's backward
+// reads its branch's mask and writes the dropped branch's gradient.
+TEST_CASE("each dropout site is one random stream", "[plan]") {
+  ModelSpec model = load_model("llama3-8b");
+  model.layers = 2;
+  ParallelPlan plan = test::make_plan(2, 2, 2, 1, 4, 256);
+  plan.recompute = RecomputeKind::kFull;
+  for (const bool dropout : {false, true}) {
+    model.dropout = dropout;
+    const TaskGraph graph = test::compile_checked(model, plan, GraphMode::kFull).graph;
+    std::map<int32_t, std::set<std::pair<TaskRole, int32_t>>> sites;  // stream: (role, layer)
+    int64_t dropped_gradients = 0;
+    for (TaskId id = 0; id < graph.size(); ++id) {
+      const Task& t = graph.task(id);
+      if (graph.random_stream(id) > 0) sites[graph.random_stream(id)].insert({t.role, t.layer});
+      if (t.kind != TaskKind::kCompute || graph.op(t.op).function != OpFunction::kResidualAdd ||
+          t.phase != Phase::kBackward) {
+        continue;
+      }
+      for (const TensorUse use : graph.uses(id)) {
+        if (use.access() == Access::kWrite &&
+            graph.tensor_name(graph.tensor(use.tensor()).name) == "ddropped")
+          ++dropped_gradients;
+      }
+    }
+    INFO("dropout " << dropout);
+    CHECK(sites.size() == (dropout ? 6u : 0u));  // 2 layers x 3 sites
+    for (const auto& [stream, site] : sites) {
+      INFO("stream " << stream);
+      CHECK(site.size() == 1);
+    }
+    // Two residual adds per layer and micro-batch, one layer per stage, 2 micro-batches per DP
+    // replica (global batch 4 over dp 2), on each of the 8 ranks.
+    CHECK(dropped_gradients == (dropout ? 2 * 2 * 8 : 0));
   }
 }
 

@@ -281,7 +281,7 @@ TEST_CASE("an offset shifts the boxes as moving the view back would", "[viewer][
 //    [125, 127] with 8 events; the run resumes uniform in [127, 250] with the other 492;
 //  - phases alternating forward, backward: touching mixed boxes are one box, [0, 250] of 1000
 //    events; groups of 16 alternating events 1.25 px apart stay one mixed box per group.
-TEST_CASE("a run of one look is one uniform box; an odd event opens a 2 merge_px mixed box",
+TEST_CASE("a run of one look is one uniform box, an odd event opens a 2 merge_px mixed box",
           "[viewer][lane_boxes]") {
   std::vector<TraceEvent> events;
   for (int64_t i = 0; i < 1000; ++i) {
