@@ -12,6 +12,7 @@
 //   gelu, swiglu,    in                          out
 //   geglu
 //   rotary           -                           qkv, in place
+//   dropout          -                           in place, mask
 //   loss             logits [max]                max and/or target logit, sum of exponentials
 //
 //   op (bwd)         reads                       writes (an input gradient = or +=), adds into
@@ -25,6 +26,7 @@
 //   gelu, swiglu,    dout, in                    din
 //   geglu
 //   rotary           -                           dqkv, in place
+//   dropout          mask                        dout, in place
 //   loss             logits, max, target, sum    dlogits
 //
 // A stored copy of a layer's input is written by the layer's first op; "joined" gradients are
@@ -173,6 +175,11 @@ void RankRuntime::Impl::run_forward(const Task& task, const OpShape& op, const O
         case OpFunction::kRotary:
           rotate(data(out), Direction::kForward);
           return;
+        case OpFunction::kDropout:
+          draw_hidden_mask(task, o.out.at(1));
+          backend.apply_dropout(data(out), data(out), data(o.out[1]),
+                                dropout_scale(model.hidden_dropout), elements(out));
+          return;
         default:
           STRATA_ASSERT(false, fmt::format("no kernel for {}", to_string(op.function)));
       }
@@ -289,6 +296,12 @@ void RankRuntime::Impl::run_backward(const Task& task, const OpShape& op, const 
         case OpFunction::kRotary:
           rotate(data(o.out.at(0)), Direction::kBackward);
           return;
+        case OpFunction::kDropout: {
+          float* dout = data(o.out.at(0));
+          backend.apply_dropout(dout, dout, data(o.in.at(0)), dropout_scale(model.hidden_dropout),
+                                elements(o.out[0]));
+          return;
+        }
         default:
           break;
       }

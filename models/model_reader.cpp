@@ -280,6 +280,21 @@ void read_dropout(const JsonFields& fields, ModelSpec& model, const char* hidden
   model.dropout = model.hidden_dropout > 0 || model.attention_dropout > 0;
 }
 
+// The embedding's dropout rate under `key` (`absent` where it is not given): the graph drops the
+// embedding's output at the branches' rate, as Megatron-LM does, so any other rate is refused.
+void check_embedding_dropout(const JsonFields& fields, const ModelSpec& model, const char* key,
+                             double absent) {
+  const double rate = fields.has(key) ? fields.positive_number(key, /*allow_zero=*/true) : absent;
+  const double hidden = model.dropout ? model.hidden_dropout : 0;
+  if (rate != hidden) {
+    fields.fail(key,
+                fmt::format("is {}, but Strata drops the embedding's output at the branches' "
+                            "dropout rate ({}), as Megatron-LM does",
+                            rate, hidden),
+                "give the embedding the branches' dropout rate");
+  }
+}
+
 ModelSpec gpt2_shape(const JsonFields& fields, const std::string& model_type) {
   ModelSpec model;
   model.name = hf_name(fields, model_type);
@@ -457,11 +472,7 @@ ModelSpec parse_hf_config(const nlohmann::json& config, const std::string& where
     model.mlp = MlpKind::kGelu;
     model.qkv_bias = model.out_bias = model.linear_bias = fields.boolean("use_bias", true);
     model.sliding_window = optional_window(fields, "sliding_window", 0);
-    // Embedding dropout has no mask in the graph (docs/design.md): it marks the model as one
-    // that trains with dropout, as the others do.
-    if (fields.has("embedding_dropout") &&
-        fields.positive_number("embedding_dropout", /*allow_zero=*/true) > 0)
-      model.dropout = true;
+    check_embedding_dropout(fields, model, "embedding_dropout", 0);
   }
   read_layer_types(fields, model);
   if (model.sliding_window == 0) model.global_every = 0;
@@ -480,9 +491,7 @@ ModelSpec parse_gpt2_config(const nlohmann::json& config, const std::string& whe
   model.qkv_bias = true;
   model.linear_bias = true;
   read_dropout(fields, model, "resid_pdrop", "attn_pdrop", 0.1);  // GPT2Config's defaults
-  // embd_pdrop has no mask in the graph (docs/design.md), as for Starcoder2.
-  if (fields.has("embd_pdrop") && fields.positive_number("embd_pdrop", /*allow_zero=*/true) > 0)
-    model.dropout = true;
+  check_embedding_dropout(fields, model, "embd_pdrop", 0.1);
   return model;
 }
 

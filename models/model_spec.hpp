@@ -48,10 +48,11 @@ struct ModelSpec {
   bool linear_bias = true;      // bias on the MLP projections
   bool head_bias = false;       // bias on an untied LM head (GPT-J)
   bool dropout = true;          // GPT-style dropout after attention softmax and each block
-  // With dropout, the probability that an element is dropped: of each block's branch output
-  // before the residual add (Megatron-LM's --hidden-dropout, GPT-2's resid_pdrop) and of the
-  // attention probabilities (--attention-dropout, attn_pdrop); 0.1 in both (GPT-2, GPT-3,
-  // Megatron-LM's defaults). The step's cost does not depend on them; the executor's masks do.
+  // With dropout, the probability that an element is dropped: of the embedding's output and of
+  // each block's branch output before the residual add (Megatron-LM's --hidden-dropout, GPT-2's
+  // resid_pdrop and embd_pdrop) and of the attention probabilities (--attention-dropout,
+  // attn_pdrop); 0.1 in both (GPT-2, GPT-3, Megatron-LM's defaults). The step's cost does not
+  // depend on them; the executor's masks do.
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
   // Per-head width when a config states one that differs from hidden / heads (Qwen3, Gemma:

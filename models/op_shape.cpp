@@ -56,6 +56,8 @@ const char* to_string(OpFunction function) {
       return "rotary";
     case OpFunction::kFp8Cast:
       return "fp8_cast";
+    case OpFunction::kDropout:
+      return "dropout";
     case OpFunction::kLossMax:
       return "loss_max";
     case OpFunction::kLossPartials:

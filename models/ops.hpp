@@ -64,6 +64,8 @@ enum class OpFunction : uint8_t {
   // of head_dim shared by the heads) or over the rank's queries and keys each (weights as wide).
   kQkNorm,
   kQkNormWhole,
+  // Dropout alone, in place: the embedding's output (a branch's is its residual add's).
+  kDropout,
 };
 
 const char* to_string(OpFunction function);

@@ -45,13 +45,6 @@ int64_t kept_bytes(const LoweringContext& ctx) {
   return ctx.plan.recompute == RecomputeKind::kFull ? ctx.full_layer_bytes : ctx.stored_bytes;
 }
 
-// A layer's dropout draw sites (TaskGraph::set_random_stream): the attention probabilities, and
-// the branches before their residual adds (a parallel block's one, the MLP's).
-enum class DropSite { kProbabilities = 1, kAttentionBranch = 2, kMlpBranch = 3 };
-int32_t dropout_stream(int64_t layer, DropSite site) {
-  return static_cast<int32_t>(layer * 3 + static_cast<int>(site));
-}
-
 bool scores_slot(int slot) {
   return slot == static_cast<int>(Slot::kScores) || slot == static_cast<int>(Slot::kScoresMask) ||
          slot == static_cast<int>(Slot::kScoresDropped);

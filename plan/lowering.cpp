@@ -65,6 +65,7 @@ OpTable build_op_table(const ModelSpec& model, const ParallelPlan& plan, TaskGra
     ops.loss_max = graph.add_op(shapes.loss_max);
     ops.loss_partials = graph.add_op(shapes.loss_partials);
   }
+  if (model.dropout) ops.embedding_dropout = intern(graph, shapes.embedding_dropout);
   for (const OpShape& optimizer : shapes.optimizer)
     ops.optimizer.push_back(graph.add_op(optimizer));
   // Horovod: a ready bucket waits for the background thread's next wake, which the simulator
@@ -217,6 +218,31 @@ class PassLowering {
                           ctx_.tp_message_bytes, after, {read(lm_in), write(gathered)}),
             gathered};
   }
+  // The embedding's dropout (GPT-2's embd_pdrop; Megatron-LM's embedding dropout, at the hidden
+  // rate) on the reduced output, in place (under sequence parallelism the rank's rows), with its
+  // mask stored for the backward.
+  TaskId drop_embedding(TaskId input) {
+    RankProgram& p = state_.program;
+    const auto slot = static_cast<size_t>(Slot::kEmbedMask);
+    const TensorId mask = p.tensor(TensorKind::kActivation, ctx_.slots.name[slot],
+                                   ctx_.slots.shape[slot], -1, p.micro_batch());
+    p.alloc(Stream::kCompute, BufferClass::kActivations, std::span<const TensorId>(&mask, 1));
+    state_.embedding_masks.push_back(mask);
+    const TaskId dropped = p.compute(TaskRole::kEmbedding, ctx_.ops.embedding_dropout.forward,
+                                     {input}, {update(state_.stream), write(mask)});
+    p.graph().set_random_stream(dropped, dropout_stream(-1, DropSite::kEmbedding));
+    return dropped;
+  }
+  // Its backward: the stream's gradient through the mask, which is then freed.
+  TaskId embedding_dropout_backward(TaskId grad) {
+    RankProgram& p = state_.program;
+    const TensorId mask = state_.embedding_masks.front();
+    state_.embedding_masks.pop_front();
+    const TaskId task = p.compute(TaskRole::kEmbedding, ctx_.ops.embedding_dropout.backward, {grad},
+                                  {read(mask), update(state_.dstream)});
+    p.release(Stream::kCompute, BufferClass::kActivations, std::span<const TensorId>(&mask, 1));
+    return task;
+  }
   // The LM head's weights: the last stage's matrix (and bias), or the embedding's table when a
   // tied head shares the embedding's stage.
   std::vector<TensorId> head_weights() const {
@@ -326,6 +352,7 @@ void PassLowering::forward(const PipelineWork& work) {
     std::tie(input, state_.stream) =
         tp_reduce(ctx_, state_, TaskRole::kEmbedding, ctx_.tp_message_bytes, input, out,
                   state_.scratch_of(slots, Slot::kStream));
+    if (ctx_.model.dropout) input = drop_embedding(input);
   }
   issued.reset();
   const int64_t first = ctx_.first_layer(stage, work.chunk);
@@ -486,11 +513,11 @@ void PassLowering::backward(const PipelineWork& work) {
 
   if (ctx_.first_virtual_stage(stage, work.chunk)) {
     TensorId dout = state_.dstream;
-    TaskId grad_in = grad;
+    TaskId grad_in = ctx_.model.dropout ? embedding_dropout_backward(grad) : grad;
     if (plan.sequence_parallel) {
       dout = state_.scratch_of(slots, Slot::kDGathered);
       grad_in = tp_collective(ctx_, state_, TaskRole::kEmbedding, CollectiveKind::kAllGather,
-                              ctx_.tp_message_bytes, grad, {read(state_.dstream), write(dout)});
+                              ctx_.tp_message_bytes, grad_in, {read(state_.dstream), write(dout)});
     }
     const GatherSet set = embedding_gather(state_);
     const TaskId params = gather_params(ctx_, state_, set);

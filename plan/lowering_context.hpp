@@ -34,6 +34,7 @@ struct OpTable {
   int32_t fp8_weight_cast = -1;
   int32_t k_product = -1, mlp_up_half = -1;     // selective-op recompute only
   OpPair embedding, final_norm, lm_head, loss;  // first, last stage
+  OpPair embedding_dropout;                     // with dropout: the first stage's
   int32_t loss_max = -1, loss_partials = -1;    // tp > 1: the loss forward's two passes
   std::vector<int32_t> optimizer;               // per stage
   int32_t cycle_wait = -1;                      // Horovod: the background thread's wake
@@ -114,6 +115,14 @@ struct RankBucket {
   int64_t parameters = 0;
 };
 
+// Dropout's draw sites, each one random stream of the graph (TaskGraph::set_random_stream): the
+// embedding's output (layer -1), and per layer its attention probabilities and the branches before
+// their residual adds (a parallel block's one, the MLP's).
+enum class DropSite { kEmbedding, kProbabilities, kAttentionBranch, kMlpBranch };
+inline int32_t dropout_stream(int64_t layer, DropSite site) {
+  return static_cast<int32_t>((layer + 1) * 4 + static_cast<int>(site) + 1);
+}
+
 // Per-rank state while its program is emitted.
 struct RankState {
   RankState(RankProgram& program, int64_t stage, RankGroups groups)
@@ -147,6 +156,8 @@ struct RankState {
   // Per global layer, the stored tensors of its forwards still waiting for their backward, oldest
   // first: every schedule runs a chunk's backwards in the order of its forwards.
   std::vector<std::deque<StoredLayer>> stored;
+  std::deque<TensorId>
+      embedding_masks;  // the embedding dropout's, forward to backward, oldest first
   SlotTensors scratch;
   SlotTensors current;
   TensorId stream = kNoTensor;

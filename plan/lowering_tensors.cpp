@@ -66,6 +66,7 @@ constexpr std::array<const char*, kSlotCount> kSlotNames = {
     "dlm_in",             // kDLmIn
     "dlm_rows",           // kDLmRows
     "embed_out",          // kEmbedOut
+    "embed_mask",         // kEmbedMask
     "message",            // kMessage
     "grad_norm",          // kGradNorm
 };
@@ -109,6 +110,7 @@ SlotTable::SlotTable(const ModelSpec& model, const ParallelPlan& plan, TaskGraph
                           Slot::kLmInGathered, Slot::kDLmIn, Slot::kEmbedOut}) {
     set(slot, matrix(n, h, e));
   }
+  set(Slot::kEmbedMask, matrix(rows, h, DType::kU8));
   set(Slot::kActOut, matrix(n, f, e));
   set(Slot::kOutInFp8, matrix(n, q, DType::kFp8));
   set(Slot::kDDownIn, matrix(n, f, e));

@@ -100,8 +100,10 @@ enum class Slot : uint8_t {
   kDLogits,
   kDLmIn,
   kDLmRows,
-  // The embedding's output before its TP reduction; a pipeline message.
+  // The embedding's output before its TP reduction, and its dropout mask (stored, first stage);
+  // a pipeline message.
   kEmbedOut,
+  kEmbedMask,
   kMessage,
   kGradNorm,  // the step's: the rank's sum of squared gradients, then the global norm
   kCount,

@@ -132,6 +132,11 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   ops.fp8_grad_mlp_down = grad_casts(f, h);
   ops.fp8_weight_cast = fp8_cast(shard_sizes(m, plan).layer_gemm_weights, 4, fwd);
   ops.embedding = pair(embedding_op(sb, h, v, fwd, dt), embedding_op(sb, h, v, bwd, dt), t > 1);
+  // The embedding's dropout, on the reduced output's rows: reads them and writes them and the mask
+  // (1 FLOP per element); the backward reads the gradient and the mask, and writes the gradient.
+  ops.embedding_dropout = with_function(pair(elementwise_op(rows * h, 1, 3, fwd, dt),
+                                             elementwise_op(rows * h, 1, 3, bwd, dt), replicated),
+                                        OpFunction::kDropout);
   ops.final_norm = with_function(pair(norm(fwd), norm(bwd), replicated), norm_function);
   ops.lm_head = pair(matmul_op(sb, v, h, fwd, dt), matmul_op(sb, v, h, bwd, dt));
   ops.loss = pair(loss_op(sb, v, fwd), loss_op(sb, v, bwd));

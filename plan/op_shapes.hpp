@@ -27,6 +27,7 @@ struct PlanOpShapes {
   // --tp-comm-overlap: the four TP-sharded products split into tp chunks of s b / t rows each.
   OpShapePair qkv_chunk, attn_out_chunk, mlp_up_chunk, mlp_down_chunk;
   OpShapePair embedding, final_norm, lm_head, loss;  // first stage, last stage
+  OpShapePair embedding_dropout;                     // with dropout: the first stage's
   OpShape loss_max, loss_partials;                   // tp > 1: the loss forward's two passes
   // FP8 (plan.fp8): Transformer Engine's memory-bound work around the FP8 GEMMs. Forward: the
   // GEMM inputs no fused norm casts (attention-output and MLP-down), cast to FP8 (read 2 bytes,

@@ -279,10 +279,15 @@ TEST_CASE("native dropout rates", "[models]") {
 }
 
 // Hugging Face rates: GPT-2's resid_pdrop and attn_pdrop, GPT-NeoX's hidden_dropout and
-// attention_dropout; a config with every rate 0 trains without dropout.
+// attention_dropout; a config with every rate 0 trains without dropout. The embedding is dropped at
+// the branches' rate (Megatron-LM's), so GPT-2's embd_pdrop must equal resid_pdrop.
 TEST_CASE("HF dropout rates", "[models]") {
   nlohmann::json gpt2 = nlohmann::json::parse(kGpt2Config);
   gpt2["resid_pdrop"] = 0.05;
+  const auto embd_error = parse_error_of(gpt2.dump());  // embd_pdrop 0.1
+  REQUIRE(embd_error.has_value());
+  CHECK(std::string(embd_error->what()).find("embd_pdrop") != std::string::npos);
+  gpt2["embd_pdrop"] = 0.05;
   gpt2["attn_pdrop"] = 0.0;
   const ModelSpec from_gpt2 = parse_model(gpt2, "test.json");
   CHECK(from_gpt2.dropout);

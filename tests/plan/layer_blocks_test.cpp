@@ -157,12 +157,12 @@ TEST_CASE("every block's graph is free of data hazards under TP, SP and recomput
 
 namespace strata {
 
-// Dropout's draws (TaskGraph::random_stream): a layer's attention probabilities and each of its
-// branches before the residual add are one draw site each, whose tasks (the forward, its full
-// recompute, and flash attention's backward, which draws the mask again) name one stream in
-// every micro-batch, so that every plan and every recompute draws the same masks. No other task
-// draws, and a model without dropout draws nothing. Under dropout a residual add's backward
-// reads its branch's mask and writes the dropped branch's gradient.
+// Dropout's draws (TaskGraph::random_stream): the embedding's output, and a layer's attention
+// probabilities and each of its branches before the residual add, are one draw site each, whose
+// tasks (the forward, its full recompute, and flash attention's backward, which draws the mask
+// again) name one stream in every micro-batch, so that every plan and every recompute draws the
+// same masks. No other task draws, and a model without dropout draws nothing. Under dropout a
+// residual add's backward reads its branch's mask and writes the dropped branch's gradient.
 TEST_CASE("each dropout site is one random stream", "[plan]") {
   ModelSpec model = load_model("llama3-8b");
   model.layers = 2;
@@ -187,7 +187,7 @@ TEST_CASE("each dropout site is one random stream", "[plan]") {
       }
     }
     INFO("dropout " << dropout);
-    CHECK(sites.size() == (dropout ? 6u : 0u));  // 2 layers x 3 sites
+    CHECK(sites.size() == (dropout ? 7u : 0u));  // 2 layers x 3 sites, and the embedding
     for (const auto& [stream, site] : sites) {
       INFO("stream " << stream);
       CHECK(site.size() == 1);
