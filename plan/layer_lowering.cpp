@@ -68,9 +68,9 @@ class LayerOps {
 
   // Creates stored tensors of this (layer, micro-batch) for the slots `wanted` keeps, makes them
   // the slots of this execution and returns them.
-  std::vector<TensorId> store(bool (*wanted)(const LoweringContext&, int)) {
+  TensorIds store(bool (*wanted)(const LoweringContext&, int)) {
     SlotTensors& mine = entry_.slots;
-    std::vector<TensorId> made;
+    TensorIds made;
     for (int s = 0; s < kStoredSlotCount; ++s) {
       if (!ctx_.slots.stored[static_cast<size_t>(s)] || !wanted(ctx_, s)) continue;
       const TensorId t =
@@ -467,7 +467,7 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
   tp_gemm(ctx_, state_, out, attn_grad);
   const OpPair& attention_op = attention_of(ctx_, layer_);
   const bool rebuild_scores = recomputes_attention_scores(ctx_.plan);
-  std::vector<TensorId> scores;
+  TensorIds scores;
   if (rebuild_scores) {
     // Rebuild the softmax and dropout outputs (5as^2b/t bytes) from the stored Q, K and V; the
     // attention output, kept already, goes to scratch.
@@ -563,7 +563,7 @@ TaskId lower_layer_forward(const LoweringContext& ctx, RankState& state, int64_t
   } else if (ctx.plan.recompute == RecomputeKind::kSelectiveOp) {
     // torchtitan's op-level policy: the layer input, the saved products' outputs and the
     // attention's output and log-sum-exp (op_selective_tensors, in that order).
-    std::vector<TensorId> kept;
+    TensorIds kept;
     SlotTensors& mine = entry.slots;
     for (const auto& [name, shape] : ctx.slots.op_saved) kept.push_back(ops.tensor(name, shape));
     const std::vector<BlockProduct> products = block_products(ctx.model);
@@ -589,10 +589,9 @@ TaskId lower_layer_forward(const LoweringContext& ctx, RankState& state, int64_t
     p.alloc(Stream::kCompute, BufferClass::kActivations, kept);
     entry.kept = std::move(kept);
   } else {
-    std::vector<TensorId> kept =
+    entry.kept =
         ops.store(ctx.plan.recompute == RecomputeKind::kFull ? keeps_all : keeps_unless_rebuilt);
-    p.alloc(Stream::kCompute, BufferClass::kActivations, kept);
-    entry.kept = std::move(kept);
+    p.alloc(Stream::kCompute, BufferClass::kActivations, entry.kept);
   }
   STRATA_ASSERT(
       p.graph().task(p.graph().size() - 1).bytes ==
@@ -623,7 +622,7 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
   state.current.fill(kNoTensor);
   const bool full = ctx.recomputes(state.stage, p.chunk(), layer);
   const TensorId checkpoint = entry.slots[static_cast<size_t>(Slot::kCheckpoint)];
-  std::vector<TensorId> recomputed;
+  TensorIds recomputed;
   if (full) {
     // Run the layer forward again from its checkpoint, keeping every activation this time.
     p.set_phase(Phase::kRecompute);
@@ -653,7 +652,7 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
     p.set_phase(Phase::kBackward);
   }
   const TaskId input_grad = ops.backward(grad, params);
-  const std::vector<TensorId>& kept = entry.kept;
+  const TensorIds& kept = entry.kept;
   if (full) {
     p.release(Stream::kCompute, BufferClass::kActivations, recomputed);
     p.release(Stream::kCompute, BufferClass::kLayerInput, kept);

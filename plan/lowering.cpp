@@ -5,9 +5,10 @@
 #include "plan/lowering.hpp"
 
 #include <algorithm>
-#include <deque>
 #include <numeric>
 #include <optional>
+
+#include <boost/container/small_vector.hpp>
 
 #include "plan/activation_memory.hpp"
 #include "plan/framework.hpp"
@@ -131,7 +132,7 @@ class LayerGathers {
     for (; next_within(through); next_ += step_) issue(next_);
     hook.reset();
     const TaskId gathered = pending_.front();
-    pending_.pop_front();
+    pending_.erase(pending_.begin());
     return gathered;
   }
 
@@ -151,7 +152,8 @@ class LayerGathers {
   int64_t next_;
   int64_t to_;
   int64_t step_;
-  std::deque<TaskId> pending_;
+  // Gathers issued and not yet taken, oldest first: at most prefetch_layers + 1.
+  boost::container::small_vector<TaskId, 4> pending_;
 };
 
 class PassLowering {

@@ -33,7 +33,7 @@ LayerParams::LayerParams(const std::vector<ParamTensorSpec>& specs) {
 }
 
 RankState::StoredLayer& RankState::stored_for_backward(int64_t layer) {
-  std::deque<StoredLayer>& waiting = stored[static_cast<size_t>(layer)];
+  StoredQueue& waiting = stored[static_cast<size_t>(layer)];
   STRATA_ASSERT(!waiting.empty() && waiting.front().micro_batch == program.micro_batch(),
                 "a layer's backwards run in the order of its forwards");
   return waiting.front();

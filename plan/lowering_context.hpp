@@ -3,8 +3,10 @@
 // sizes of buffers and messages, and the per-rank state the step's tasks depend on.
 
 #include <cstdint>
-#include <deque>
 #include <vector>
+
+#include <boost/container/deque.hpp>
+#include <boost/container/options.hpp>
 
 #include "models/model_spec.hpp"
 #include "plan/host_dispatch.hpp"
@@ -151,13 +153,18 @@ struct RankState {
   struct StoredLayer {
     int64_t micro_batch = -1;
     SlotTensors slots;
-    std::vector<TensorId> kept;
+    TensorIds kept;
   };
   // Per global layer, the stored tensors of its forwards still waiting for their backward, oldest
-  // first: every schedule runs a chunk's backwards in the order of its forwards.
-  std::vector<std::deque<StoredLayer>> stored;
-  std::deque<TensorId>
-      embedding_masks;  // the embedding dropout's, forward to backward, oldest first
+  // first: every schedule runs a chunk's backwards in the order of its forwards. A block holds 16
+  // forwards (std::deque's 512-byte blocks would hold one: an allocation per forward), and an
+  // empty queue allocates nothing (the layers of the other stages).
+  using StoredQueue =
+      boost::container::deque<StoredLayer, void,
+                              boost::container::deque_options_t<boost::container::block_size<16>>>;
+  std::vector<StoredQueue> stored;
+  // The embedding dropout's masks, from the forward to the backward, oldest first.
+  boost::container::deque<TensorId> embedding_masks;
   SlotTensors scratch;
   SlotTensors current;
   TensorId stream = kNoTensor;
@@ -211,8 +218,8 @@ bool gathers_layer_parameters(const LoweringContext& ctx);
 // The parameters one ZeRO-3 gather covers: the rank's shards and the gathered tensors, a layer's,
 // the embedding's, or the head's (with the embedding's table when a tied head shares its stage).
 struct GatherSet {
-  std::vector<TensorId> shards;
-  std::vector<TensorId> gathered;
+  TensorIds shards;
+  TensorIds gathered;
 };
 GatherSet layer_gather(RankState& state, int64_t layer);
 GatherSet embedding_gather(RankState& state);

@@ -175,6 +175,10 @@ BlockTensors make_block_tensors(RankProgram& program, const BlockSpec& spec, int
                                 bool gathers, bool micro_batch_grads) {
   BlockTensors block;
   block.per_micro_batch = micro_batch_grads;
+  block.params.reserve(spec.name.size());
+  if (gathers) block.gathered.reserve(spec.name.size());
+  block.grads.reserve(spec.name.size());
+  block.states.reserve(spec.name.size());
   for (size_t i = 0; i < spec.name.size(); ++i) {
     const auto index = static_cast<int16_t>(i);
     block.params.push_back(

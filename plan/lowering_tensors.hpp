@@ -112,6 +112,16 @@ inline constexpr int kSlotCount = static_cast<int>(Slot::kCount);
 // The stored activations are the slots before kCheckpoint.
 inline constexpr int kStoredSlotCount = static_cast<int>(Slot::kCheckpoint);
 
+// A list of tensor ids the lowering builds per layer and pass (a layer's stored tensors, a
+// block's parameters to gather), held inline up to a layer's 17 stored slots or a layer block's 18
+// parameters so that building it does not allocate, passed on as a span.
+class TensorIds : public boost::container::small_vector<TensorId, 18> {
+ public:
+  using small_vector::small_vector;
+  operator std::span<const TensorId>() const { return {data(), size()}; }
+};
+static_assert(kStoredSlotCount <= 18, "a layer's stored tensors fit TensorIds inline");
+
 // Names and shapes of the slots, interned in the graph.
 struct SlotTable {
   SlotTable(const ModelSpec& model, const ParallelPlan& plan, TaskGraph& graph);

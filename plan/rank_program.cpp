@@ -56,10 +56,10 @@ TaskId RankProgram::compute(TaskRole role, int32_t op, std::span<const TaskId> d
   if (blocked_on_.empty()) {
     last_compute_ = append(task, deps, uses);
   } else {
+    // append copies the dependencies it keeps: the list is cleared after, keeping its storage.
     blocked_on_.insert(blocked_on_.end(), deps.begin(), deps.end());
-    const std::vector<TaskId> all = std::move(blocked_on_);
+    last_compute_ = append(task, blocked_on_, uses);
     blocked_on_.clear();
-    last_compute_ = append(task, all, uses);
   }
   return last_compute_;
 }

@@ -130,17 +130,23 @@ std::vector<RankBucket> chunk_buckets(const LoweringContext& ctx, TaskGraph& gra
   return buckets;
 }
 
-GatherSet layer_gather(RankState& state, int64_t layer) {
-  const BlockTensors& block = state.layer_blocks[static_cast<size_t>(layer)];
-  return {block.params, block.gathered};
+namespace {
+
+GatherSet block_gather(const BlockTensors& block) {
+  return {{block.params.begin(), block.params.end()},
+          {block.gathered.begin(), block.gathered.end()}};
 }
 
-GatherSet embedding_gather(RankState& state) {
-  return {state.embedding_block.params, state.embedding_block.gathered};
+}  // namespace
+
+GatherSet layer_gather(RankState& state, int64_t layer) {
+  return block_gather(state.layer_blocks[static_cast<size_t>(layer)]);
 }
+
+GatherSet embedding_gather(RankState& state) { return block_gather(state.embedding_block); }
 
 GatherSet head_gather(const LoweringContext& ctx, RankState& state) {
-  GatherSet set{state.head_block.params, state.head_block.gathered};
+  GatherSet set = block_gather(state.head_block);
   // A tied LM head on the embedding's own stage uses the embedding's table: gathered with it.
   if (ctx.model.tied_embeddings && ctx.plan.pp == 1 && !state.embedding_block.gathered.empty()) {
     set.shards.push_back(state.embedding_block.params.front());
