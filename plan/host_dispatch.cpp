@@ -28,7 +28,8 @@ TaskId HostDispatchBlocks::begin(RankProgram& program) {
 
 void HostDispatchBlocks::end(RankProgram& program, TaskId block) {
   std::array<int64_t, 2> counts{};
-  for (TaskId id = block + 1; id < graph_.size(); ++id) {
+  const auto end = static_cast<TaskId>(graph_.size());
+  for (TaskId id = block + 1; id < end; ++id) {
     const Task& t = graph_.task(id);
     if (t.rank != program.rank()) continue;
     if (t.kind == TaskKind::kCompute && t.stream != Stream::kHost &&

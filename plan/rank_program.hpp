@@ -108,9 +108,17 @@ class RankProgram {
                 std::initializer_list<TaskId> deps);
   TaskId memory(MemoryAction action, Stream stream, BufferClass buffer,
                 std::span<const TensorId> tensors, std::initializer_list<TaskId> deps);
-  Task labeled(TaskKind kind, Stream stream, TaskRole role) const;
-  TaskId append(const Task& task, std::span<const TaskId> deps,
-                std::span<const TensorUse> uses = {});
+  // Appends a task with the current labels, for the caller to fill in its kind's fields in place
+  // (TaskGraph::emplace).
+  struct Appended {
+    TaskId id;
+    Task& task;
+  };
+  // The spans come first, so that they are passed in registers: passed on the stack, a span stored
+  // as two 8-byte halves and loaded whole waits for the stores to reach the cache (a
+  // store-forwarding stall, once per task).
+  Appended append(std::span<const TaskId> deps, std::span<const TensorUse> uses, TaskKind kind,
+                  Stream stream, TaskRole role);
 
   TaskGraph& graph_;
   int32_t rank_;

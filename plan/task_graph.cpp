@@ -26,32 +26,36 @@ bool counts_as_activations(BufferClass buffer) {
 
 TaskGraph::TaskGraph(GraphMode mode, const ParallelAxes& axes) : mode_(mode), axes_(axes) {}
 
-TaskId TaskGraph::add(Task task, std::span<const TaskId> deps, std::span<const TensorUse> uses) {
+Task& TaskGraph::emplace(std::span<const TaskId> deps, std::span<const TensorUse> uses) {
   const auto id = static_cast<TaskId>(tasks_.size());
+  STRATA_ASSERT(uses.size() <= UINT16_MAX, "a task uses fewer than 65536 tensors");
+  Task& task = tasks_.emplace_back();
+  // A few entries each: appended one by one, which costs less than a range insert's memmove.
   task.first_dep = static_cast<uint32_t>(deps_.size());
   task.dep_count = static_cast<uint32_t>(deps.size());
   for (const TaskId dep : deps) {
     STRATA_ASSERT(dep >= 0 && dep < id, "a dependency must be added before its dependent");
+    deps_.push_back(dep);
   }
-  deps_.insert(deps_.end(), deps.begin(), deps.end());
-  STRATA_ASSERT(uses.size() <= UINT16_MAX, "a task uses fewer than 65536 tensors");
   task.first_use = static_cast<uint32_t>(uses_.size());
   task.use_count = static_cast<uint16_t>(uses.size());
+  const auto tensors = static_cast<TensorId>(tensors_.size());
   for (const TensorUse use : uses) {
-    STRATA_ASSERT(use.tensor() < tensor_count(), "a tensor must be added before a task uses it");
+    STRATA_ASSERT(use.tensor() < tensors, "a tensor must be added before a task uses it");
+    uses_.push_back(use);
   }
-  uses_.insert(uses_.end(), uses.begin(), uses.end());
-  tasks_.push_back(task);
-  return id;
+  return task;
 }
 
-TensorId TaskGraph::add_tensor(const Tensor& tensor) {
-  STRATA_ASSERT(tensor.shape >= 0 && tensor.shape < static_cast<int32_t>(shapes_.size()),
+Tensor& TaskGraph::emplace_tensor(int32_t shape, uint8_t name) {
+  STRATA_ASSERT(shape >= 0 && shape < static_cast<int32_t>(shapes_.size()),
                 "a tensor's shape is one of the graph's");
-  STRATA_ASSERT(tensor.name < tensor_names_.size(), "a tensor's name is one of the graph's");
+  STRATA_ASSERT(name < tensor_names_.size(), "a tensor's name is one of the graph's");
   STRATA_ASSERT(tensor_count() < kMaxTensors, "a graph holds fewer than 2^28 tensors");
-  tensors_.push_back(tensor);
-  return static_cast<TensorId>(tensors_.size() - 1);
+  Tensor& tensor = tensors_.emplace_back();
+  tensor.shape = shape;
+  tensor.name = name;
+  return tensor;
 }
 
 int32_t TaskGraph::add_shape(const TensorShape& shape) {

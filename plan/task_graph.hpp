@@ -204,9 +204,14 @@ class TaskGraph {
  public:
   TaskGraph(GraphMode mode, const ParallelAxes& axes);
 
-  // Appends a task; every dependency must already be in the graph, and every tensor it uses.
-  TaskId add(Task task, std::span<const TaskId> deps = {}, std::span<const TensorUse> uses = {});
-  TensorId add_tensor(const Tensor& tensor);
+  // Appends a task with these dependencies and uses, every one of them already in the graph, and
+  // returns it for the caller to fill in its other fields (RankProgram): the reference holds until
+  // the next task is added. Built in place: a task built elsewhere and copied in would wait for its
+  // fields' narrow stores to reach the cache (a store-forwarding stall).
+  Task& emplace(std::span<const TaskId> deps, std::span<const TensorUse> uses);
+  // Appends a tensor of this shape and name, in place as emplace() does, for the caller to fill in
+  // its other fields (RankProgram::tensor). Its id is tensor_count() - 1.
+  Tensor& emplace_tensor(int32_t shape, uint8_t name);
   // Returns the index of this shape, or of this name, adding it once.
   int32_t add_shape(const TensorShape& shape);
   uint8_t add_tensor_name(const std::string& name);
