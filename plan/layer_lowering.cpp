@@ -120,11 +120,6 @@ class LayerOps {
         block_.grads_of(p_, ctx_.layer_block, p_.micro_batch(), static_cast<int32_t>(layer_));
     uses.push_back(update(grads[static_cast<size_t>(index)]));
   }
-  TaskUses weights(std::initializer_list<int> indices) const {
-    TaskUses uses;
-    for (const int i : indices) weight(uses, i);
-    return uses;
-  }
   boost::container::small_vector<TensorId, 4> saved(TaskRole role) const {
     const auto found = saved_products.find(role);
     if (found == saved_products.end()) return {};
@@ -231,8 +226,9 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   qkv.save_copy = qkv_copy;
   tp_gemm(ctx_, state_, qkv, attn_in);
   if (op_.qk_norm.forward >= 0) {
-    TaskUses uses = weights({lp_.q_norm_w, lp_.k_norm_w});
-    uses.insert(uses.begin(), update(at(Slot::kQkv)));
+    TaskUses uses{update(at(Slot::kQkv))};
+    weight(uses, lp_.q_norm_w);
+    weight(uses, lp_.k_norm_w);
     uses.push_back(write(at(Slot::kQkNormIn)));
     p_.compute(TaskRole::kQkNorm, op_.qk_norm.forward, {}, uses);
   }

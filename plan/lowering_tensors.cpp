@@ -10,6 +10,11 @@
 
 namespace strata {
 
+void TaskUses::push_back_on_heap(TensorUse use) {
+  if (heap_.empty()) heap_.assign(inline_, inline_ + kInline);
+  heap_.push_back(use);
+}
+
 namespace {
 
 // By Slot.

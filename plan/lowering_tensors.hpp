@@ -26,12 +26,53 @@
 
 namespace strata {
 
-// The tensors one task uses, held inline (the lowering builds a list per task), passed on as a
-// span.
-class TaskUses : public boost::container::small_vector<TensorUse, 12> {
+// The tensors one task uses, built per task and passed on as a span. Held inline up to 16 (a
+// layer's tasks use at most 11); a longer list (a bucket's gradient reduction names each gradient
+// it covers) moves to the heap. Appending is a compare and a store (boost's small_vector calls out
+// of line for it), as the lowering builds one list per task.
+class TaskUses {
  public:
-  using small_vector::small_vector;
+  TaskUses() {}  // leaves the inline entries unwritten
+  TaskUses(std::initializer_list<TensorUse> uses) { append(uses.begin(), uses.end()); }
+
+  void push_back(TensorUse use) {
+    if (size_ < kInline) {
+      inline_[size_++] = use;
+    } else {
+      push_back_on_heap(use);
+    }
+  }
+  void emplace_back(TensorId tensor, Access access) { push_back({tensor, access}); }
+  template <typename Iterator>
+  void append(Iterator first, Iterator last) {
+    for (; first != last; ++first) push_back(*first);
+  }
+  void clear() {
+    size_ = 0;
+    heap_.clear();
+  }
+
+  size_t size() const { return heap_.empty() ? size_ : heap_.size(); }
+  const TensorUse* data() const { return heap_.empty() ? inline_ : heap_.data(); }
+  const TensorUse* begin() const { return data(); }
+  const TensorUse* end() const { return data() + size(); }
+  const TensorUse& operator[](size_t i) const { return data()[i]; }
   operator std::span<const TensorUse>() const { return {data(), size()}; }
+
+ private:
+  static constexpr size_t kInline = 16;
+
+  // Past the inline entries: all of them on the heap from here on (out of line, so that
+  // push_back stays small enough to inline).
+  void push_back_on_heap(TensorUse use);
+
+  // A union member, so that it is not zeroed on construction (the lowering builds a list per task,
+  // and zeroing them cost more than filling them); an entry's lifetime begins when it is written.
+  union {
+    TensorUse inline_[kInline];
+  };
+  size_t size_ = 0;  // inline entries, while the heap holds none
+  std::vector<TensorUse> heap_;
 };
 
 enum class Slot : uint8_t {

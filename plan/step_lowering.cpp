@@ -352,7 +352,7 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
   for (std::vector<TensorId> BlockTensors::*updated :
        {&BlockTensors::params, &BlockTensors::states}) {
     const TaskUses more = bucket_uses(blocks, updated, Access::kUpdate);
-    step_uses.insert(step_uses.end(), more.begin(), more.end());
+    step_uses.append(more.begin(), more.end());
   }
   const int32_t optimizer_op = ctx.ops.optimizer[static_cast<size_t>(state.stage)];
   std::vector<TaskId> step_after = ready != kNoTask ? std::vector<TaskId>{ready} : state.grad_syncs;

@@ -35,12 +35,12 @@ TaskUses gemm_uses(const TpGemm& g, TensorId first, TensorId second, TensorId ou
   size_t weight_reads = 0;
   while (weight_reads < g.weights.size() && g.weights[weight_reads].access() == Access::kRead)
     ++weight_reads;
-  uses.insert(uses.end(), g.weights.begin(), g.weights.begin() + static_cast<long>(weight_reads));
+  uses.append(g.weights.begin(), g.weights.begin() + weight_reads);
   if (out != kNoTensor) uses.push_back(g.accumulate ? update(out) : write(out));
   if (forward) {
     for (const TensorId copy : g.save_copy) uses.push_back(write(copy));
   }
-  uses.insert(uses.end(), g.weights.begin() + static_cast<long>(weight_reads), g.weights.end());
+  uses.append(g.weights.begin() + weight_reads, g.weights.end());
   return uses;
 }
 
