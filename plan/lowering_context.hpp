@@ -151,7 +151,10 @@ struct RankState {
   // A layer forward's stored tensors, from its forward to its backward: per slot (kNoTensor where
   // not stored), and what the forward's memory task allocated, which the backward frees.
   struct StoredLayer {
-    int64_t micro_batch = -1;
+    // None stored yet. (A constructor, so that the slots are filled once rather than zeroed first.)
+    explicit StoredLayer(int64_t micro_batch) : micro_batch(micro_batch) { slots.fill(kNoTensor); }
+
+    int64_t micro_batch;
     SlotTensors slots;
     TensorIds kept;
   };
@@ -172,10 +175,7 @@ struct RankState {
 
   // A forward of `layer` in the current micro-batch begins: its (empty) stored tensors.
   StoredLayer& begin_store(int64_t layer) {
-    StoredLayer& entry = stored[static_cast<size_t>(layer)].emplace_back();
-    entry.micro_batch = program.micro_batch();
-    entry.slots.fill(kNoTensor);
-    return entry;
+    return stored[static_cast<size_t>(layer)].emplace_back(program.micro_batch());
   }
   // A backward of `layer` in the current micro-batch: its forward's stored tensors.
   StoredLayer& stored_for_backward(int64_t layer);

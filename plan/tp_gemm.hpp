@@ -41,6 +41,21 @@ std::pair<TaskId, TensorId> tp_reduce(const LoweringContext& ctx, RankState& sta
 // weights, and writes the input gradient `out` and adds into the weight gradients (`params`).
 // The reduction reduces `out` in place, or scatters it into `reduced`.
 struct TpGemm {
+  // A constructor rather than aggregate initialization: GCC clears a mostly-default aggregate
+  // whole before filling it in (a 216-byte rep stos per product, several per layer).
+  TpGemm(TaskRole role, const OpPair& whole, const OpPair& chunk, Direction direction,
+         bool gather_in = false, bool reduce_out = false, int32_t cast = -1,
+         int64_t gather_bytes = 0, TaskId params = kNoTask)
+      : role(role),
+        whole(whole),
+        chunk(chunk),
+        direction(direction),
+        gather_in(gather_in),
+        reduce_out(reduce_out),
+        cast(cast),
+        gather_bytes(gather_bytes),
+        params(params) {}
+
   TaskRole role;
   const OpPair& whole;
   const OpPair& chunk;
@@ -58,8 +73,8 @@ struct TpGemm {
   TensorId out = kNoTensor;
   bool accumulate = false;
   TensorId reduced = kNoTensor;
-  TaskUses weights = {};  // forward: weights read; backward: read, then grads added
-  boost::container::small_vector<TensorId, 4> save_copy = {};  // forward: stored copies written
+  TaskUses weights;  // forward: weights read; backward: read, then grads added
+  boost::container::small_vector<TensorId, 4> save_copy;  // forward: stored copies written
 };
 
 // The task the next op waits for and the tensor(s) holding the product's (reduced) result: under
