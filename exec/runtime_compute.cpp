@@ -394,8 +394,10 @@ void RankRuntime::Impl::run_attention(const Task& task, const OpShape& op, const
     if (elements(t) != probabilities) continue;  // flash attention's log-sum-exp
     if (is_mask(t)) {
       keep = data(t);
+    } else if (att == nullptr) {
+      att = data(t);
     } else {
-      (att == nullptr ? att : dropped) = data(t);
+      dropped = data(t);
     }
   }
   const float scale = dropout_scale(model.attention_dropout);
