@@ -253,7 +253,7 @@ void check_tensors(const TaskGraph& graph, std::vector<std::string>& errors) {
       }
       const Access access = use.access();
       if (access == Access::kAlloc || access == Access::kFree) {
-        memory_bytes += graph.shape_of(tensor).bytes();
+        memory_bytes += graph.bytes_of(tensor);
         if (t.kind != TaskKind::kMemory) {
           report(errors, count,
                  fmt::format("r{}: '{}' {}s tensor '{}' but is not a memory task", t.rank,

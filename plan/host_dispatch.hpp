@@ -38,6 +38,12 @@ struct HostDispatchCosts {
 };
 HostDispatchCosts host_dispatch_costs(HostDispatch dispatch);
 
+// An open host-dispatch block: its task, and what the rank had issued when it opened.
+struct HostDispatchBlock {
+  TaskId task = kNoTask;
+  RankProgram::Launches before;
+};
+
 // Emits host blocks into one graph, sharing their ops (a handful of distinct counts).
 class HostDispatchBlocks {
  public:
@@ -45,10 +51,10 @@ class HostDispatchBlocks {
       : graph_(graph), costs_(host_dispatch_costs(dispatch)) {}
 
   // Opens a block on `program`'s host stream: the next compute waits for it.
-  TaskId begin(RankProgram& program);
-  // Closes it: its op counts the kernels (compute tasks) and calls (collectives and p2p) emitted
-  // on `program` since begin().
-  void end(RankProgram& program, TaskId block);
+  HostDispatchBlock begin(RankProgram& program);
+  // Closes it: its op counts the kernels (compute tasks) and calls (collectives, p2p and copies)
+  // emitted on `program` since begin() (RankProgram::launches).
+  void end(const RankProgram& program, const HostDispatchBlock& block);
 
  private:
   TaskGraph& graph_;

@@ -39,15 +39,13 @@ RankState::StoredLayer& RankState::stored_for_backward(int64_t layer) {
   return waiting.front();
 }
 
-TensorId RankState::scratch_of(const SlotTable& slots, Slot slot) {
-  TensorId& id = scratch[static_cast<size_t>(slot)];
-  if (id == kNoTensor) {
-    const int32_t shape = slots.shape[static_cast<size_t>(slot)];
-    STRATA_ASSERT(shape >= 0, "a slot the lowering uses has a shape under the plan");
-    id = program.tensor(TensorKind::kScratch, slots.name[static_cast<size_t>(slot)], shape, -1,
-                        program.micro_batch());
-  }
-  return id;
+TensorId RankState::make_scratch(const SlotTable& slots, Slot slot) {
+  const int32_t shape = slots.shape[static_cast<size_t>(slot)];
+  STRATA_ASSERT(shape >= 0, "a slot the lowering uses has a shape under the plan");
+  const TensorId made = program.tensor(TensorKind::kScratch, slots.name[static_cast<size_t>(slot)],
+                                       shape, -1, program.micro_batch());
+  scratch[static_cast<size_t>(slot)] = made;
+  return made;
 }
 
 }  // namespace strata

@@ -182,24 +182,31 @@ struct RankState {
   // A fresh pass: no scratch yet.
   void begin_pass() { scratch.fill(kNoTensor); }
   // The pass's scratch tensor of `slot`, created on first use.
-  TensorId scratch_of(const SlotTable& slots, Slot slot);
+  TensorId scratch_of(const SlotTable& slots, Slot slot) {
+    const TensorId made = scratch[static_cast<size_t>(slot)];
+    return made != kNoTensor ? made : make_scratch(slots, slot);
+  }
   // The tensor of `slot` in the layer execution being emitted: stored, or the pass's scratch.
   TensorId at(const SlotTable& slots, Slot slot) {
     const TensorId mine = current[static_cast<size_t>(slot)];
     return mine != kNoTensor ? mine : scratch_of(slots, slot);
   }
 
+  // Creates the pass's scratch tensor of `slot` (out of line: scratch_of finds it made most times).
+  TensorId make_scratch(const SlotTable& slots, Slot slot);
+
   // A block of work issued by the host thread (plan/host_dispatch.hpp), from here to end().
   class HostBlock {
    public:
-    explicit HostBlock(RankState& state) : state_(state), task_(state.host->begin(state.program)) {}
-    ~HostBlock() { state_.host->end(state_.program, task_); }
+    explicit HostBlock(RankState& state)
+        : state_(state), block_(state.host->begin(state.program)) {}
+    ~HostBlock() { state_.host->end(state_.program, block_); }
     HostBlock(const HostBlock&) = delete;
     HostBlock& operator=(const HostBlock&) = delete;
 
    private:
     RankState& state_;
-    TaskId task_;
+    HostDispatchBlock block_;
   };
 };
 

@@ -66,11 +66,9 @@ class TaskUses {
   // push_back stays small enough to inline).
   void push_back_on_heap(TensorUse use);
 
-  // A union member, so that it is not zeroed on construction (the lowering builds a list per task,
-  // and zeroing them cost more than filling them); an entry's lifetime begins when it is written.
-  union {
-    TensorUse inline_[kInline];
-  };
+  // Not zeroed on construction (TensorUse is trivial): the lowering builds a list per task, and
+  // zeroing them cost more than filling them.
+  TensorUse inline_[kInline];
   size_t size_ = 0;  // inline entries, while the heap holds none
   std::vector<TensorUse> heap_;
 };

@@ -4,32 +4,11 @@
 
 namespace strata {
 
-TensorId RankProgram::tensor(TensorKind kind, uint8_t name, int32_t shape, int32_t layer,
-                             int32_t micro_batch, int16_t index) {
-  Tensor& tensor = graph_.emplace_tensor(shape, name);
-  tensor.rank = rank_;
-  tensor.layer = layer;
-  tensor.micro_batch = micro_batch;
-  tensor.index = index;
-  tensor.kind = kind;
-  return static_cast<TensorId>(graph_.tensor_count() - 1);
-}
-
 RankProgram::Appended RankProgram::append(std::span<const TaskId> deps,
                                           std::span<const TensorUse> uses, TaskKind kind,
                                           Stream stream, TaskRole role) {
-  scratch_.clear();
-  for (const TaskId dep : deps) {
-    if (dep == kNoTask) continue;
-    const Task& before = graph_.task(dep);
-    STRATA_ASSERT(before.rank == rank_, "dependencies across ranks go through p2p or collectives");
-    if (before.stream == stream) continue;  // implied by stream order
-    scratch_.push_back(dep);
-  }
   const TaskId id = static_cast<TaskId>(graph_.size());
-  Task& task = graph_.emplace(scratch_, uses);
-  task.rank = rank_;
-  task.stream = stream;
+  Task& task = graph_.emplace(deps, uses, rank_, stream);
   task.kind = kind;
   task.phase = phase_;
   task.role = role;
@@ -39,38 +18,28 @@ RankProgram::Appended RankProgram::append(std::span<const TaskId> deps,
   return {id, task};
 }
 
-TaskId RankProgram::compute(TaskRole role, int32_t op, std::initializer_list<TaskId> deps,
-                            std::initializer_list<TensorUse> uses) {
-  return compute(role, op, std::span<const TaskId>(deps.begin(), deps.size()),
-                 std::span<const TensorUse>(uses.begin(), uses.size()));
-}
-
-TaskId RankProgram::compute(TaskRole role, int32_t op, std::span<const TaskId> deps,
-                            std::span<const TensorUse> uses) {
+TaskId RankProgram::compute_task(std::span<const TaskId> deps, std::span<const TensorUse> uses,
+                                 TaskRole role, int32_t op) {
   if (!blocked_on_.empty()) {
     // append copies the dependencies it keeps: the list is cleared after, keeping its storage.
     blocked_on_.insert(blocked_on_.end(), deps.begin(), deps.end());
     deps = blocked_on_;
   }
+  STRATA_ASSERT(static_cast<size_t>(op) < graph_.ops().size(),
+                "a compute task's op is one of the graph's");
   const auto [id, task] = append(deps, uses, TaskKind::kCompute, Stream::kCompute, role);
   task.op = op;
+  if (role != TaskRole::kHostDispatch) launches_.kernels += graph_.op(op).kernels;
   blocked_on_.clear();
   last_compute_ = id;
   return id;
 }
 
-TaskId RankProgram::collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group,
-                               int64_t bytes, std::initializer_list<TaskId> deps,
-                               std::initializer_list<TensorUse> uses) {
-  return collective(role, stream, kind, group, bytes,
-                    std::span<const TaskId>(deps.begin(), deps.size()),
-                    std::span<const TensorUse>(uses.begin(), uses.size()));
-}
-
-TaskId RankProgram::collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group,
-                               int64_t bytes, std::span<const TaskId> deps,
-                               std::span<const TensorUse> uses) {
+TaskId RankProgram::collective_task(std::span<const TaskId> deps, std::span<const TensorUse> uses,
+                                    TaskRole role, Stream stream, CollectiveKind kind,
+                                    int32_t group, int64_t bytes) {
   const auto [id, task] = append(deps, uses, TaskKind::kCollective, stream, role);
+  ++launches_.calls;
   task.collective = kind;
   task.group = group;
   task.bytes = bytes;
@@ -98,6 +67,7 @@ TaskId RankProgram::copy(TaskRole role, CopyDirection direction, int64_t bytes,
                          std::initializer_list<TaskId> deps, std::span<const TensorUse> uses) {
   const auto [id, task] = append(std::span<const TaskId>(deps.begin(), deps.size()), uses,
                                  TaskKind::kCopy, Stream::kDpComm, role);
+  ++launches_.calls;
   task.copy = direction;
   task.bytes = bytes;
   return id;
@@ -107,6 +77,7 @@ TaskId RankProgram::bucket_collective(TaskRole role, CollectiveKind kind, int32_
                                       int64_t bytes, int16_t bucket, std::span<const TaskId> deps,
                                       std::span<const TensorUse> uses) {
   const auto [id, task] = append(deps, uses, TaskKind::kCollective, Stream::kDpComm, role);
+  ++launches_.calls;
   task.collective = kind;
   task.group = group;
   task.bytes = bytes;
@@ -120,6 +91,7 @@ TaskId RankProgram::p2p(P2pKind kind, TaskRole role, int32_t peer, int32_t tag, 
       append(std::span<const TaskId>(deps.begin(), deps.size()),
              std::span<const TensorUse>(uses.begin(), uses.size()), TaskKind::kP2p,
              kind == P2pKind::kSend ? Stream::kPpSend : Stream::kPpRecv, role);
+  ++launches_.calls;
   task.p2p = kind;
   task.peer = peer;
   task.tag = tag;
@@ -142,7 +114,7 @@ TaskId RankProgram::memory(MemoryAction action, Stream stream, BufferClass buffe
   int64_t bytes = 0;
   uses_scratch_.clear();
   for (const TensorId tensor : tensors) {
-    bytes += graph_.shape_of(tensor).bytes();
+    bytes += graph_.bytes_of(tensor);
     uses_scratch_.emplace_back(tensor,
                                action == MemoryAction::kAlloc ? Access::kAlloc : Access::kFree);
   }

@@ -11,8 +11,6 @@
 
 namespace strata {
 
-inline constexpr TaskId kNoTask = -1;
-
 class RankProgram {
  public:
   RankProgram(TaskGraph& graph, int32_t rank) : graph_(graph), rank_(rank) {}
@@ -34,29 +32,53 @@ class RankProgram {
   int16_t chunk() const { return chunk_; }
   // The compute task appended last (kNoTask before the first).
   TaskId last_compute() const { return last_compute_; }
+  // What the rank's host thread has issued so far: kernels (device compute tasks, by their ops'
+  // kernel counts) and communication calls (collectives, p2p, copies). A host-dispatch block
+  // (plan/host_dispatch.hpp) issues the difference across it.
+  struct Launches {
+    int64_t kernels = 0;
+    int64_t calls = 0;
+  };
+  const Launches& launches() const { return launches_; }
 
   // A tensor of this rank.
   TensorId tensor(TensorKind kind, uint8_t name, int32_t shape, int32_t layer, int32_t micro_batch,
-                  int16_t index = -1);
+                  int16_t index = -1) {
+    Tensor& tensor = graph_.emplace_tensor(shape, name);
+    tensor.rank = rank_;
+    tensor.layer = layer;
+    tensor.micro_batch = micro_batch;
+    tensor.index = index;
+    tensor.kind = kind;
+    return static_cast<TensorId>(graph_.tensor_count() - 1);
+  }
 
   // `deps` may hold kNoTask entries, which are ignored.
   TaskId compute(TaskRole role, int32_t op, std::initializer_list<TaskId> deps = {},
-                 std::initializer_list<TensorUse> uses = {});
+                 std::initializer_list<TensorUse> uses = {}) {
+    return compute_task({deps.begin(), deps.size()}, {uses.begin(), uses.size()}, role, op);
+  }
   TaskId compute(TaskRole role, int32_t op, std::span<const TaskId> deps,
-                 std::span<const TensorUse> uses = {});
+                 std::span<const TensorUse> uses = {}) {
+    return compute_task(deps, uses, role, op);
+  }
   TaskId compute(TaskRole role, int32_t op, std::initializer_list<TaskId> deps,
                  std::span<const TensorUse> uses) {
-    return compute(role, op, std::span<const TaskId>(deps.begin(), deps.size()), uses);
+    return compute_task({deps.begin(), deps.size()}, uses, role, op);
   }
   TaskId collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group, int64_t bytes,
                     std::initializer_list<TaskId> deps = {},
-                    std::initializer_list<TensorUse> uses = {});
+                    std::initializer_list<TensorUse> uses = {}) {
+    return collective_task({deps.begin(), deps.size()}, {uses.begin(), uses.size()}, role, stream,
+                           kind, group, bytes);
+  }
   TaskId collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group, int64_t bytes,
-                    std::span<const TaskId> deps, std::span<const TensorUse> uses = {});
+                    std::span<const TaskId> deps, std::span<const TensorUse> uses = {}) {
+    return collective_task(deps, uses, role, stream, kind, group, bytes);
+  }
   TaskId collective(TaskRole role, Stream stream, CollectiveKind kind, int32_t group, int64_t bytes,
                     std::initializer_list<TaskId> deps, std::span<const TensorUse> uses) {
-    return collective(role, stream, kind, group, bytes,
-                      std::span<const TaskId>(deps.begin(), deps.size()), uses);
+    return collective_task({deps.begin(), deps.size()}, uses, role, stream, kind, group, bytes);
   }
   // A data-parallel collective of a parameter bucket (graph().buckets()), on the dp-comm stream.
   TaskId bucket_collective(TaskRole role, CollectiveKind kind, int32_t group, int64_t bytes,
@@ -114,11 +136,16 @@ class RankProgram {
     TaskId id;
     Task& task;
   };
-  // The spans come first, so that they are passed in registers: passed on the stack, a span stored
-  // as two 8-byte halves and loaded whole waits for the stores to reach the cache (a
-  // store-forwarding stall, once per task).
+  // The spans come first here, in compute_task, collective_task and TaskGraph::emplace, so that
+  // they are passed in registers: passed on the stack, a span stored as two 8-byte halves and
+  // loaded whole waits for the stores to reach the cache (a store-forwarding stall, once per task).
   Appended append(std::span<const TaskId> deps, std::span<const TensorUse> uses, TaskKind kind,
                   Stream stream, TaskRole role);
+  TaskId compute_task(std::span<const TaskId> deps, std::span<const TensorUse> uses, TaskRole role,
+                      int32_t op);
+  TaskId collective_task(std::span<const TaskId> deps, std::span<const TensorUse> uses,
+                         TaskRole role, Stream stream, CollectiveKind kind, int32_t group,
+                         int64_t bytes);
 
   TaskGraph& graph_;
   int32_t rank_;
@@ -130,6 +157,7 @@ class RankProgram {
   std::vector<TensorUse> uses_scratch_;
   std::vector<TaskId> blocked_on_;
   TaskId last_compute_ = kNoTask;
+  Launches launches_;
 };
 
 }  // namespace strata

@@ -26,41 +26,45 @@ bool counts_as_activations(BufferClass buffer) {
 
 TaskGraph::TaskGraph(GraphMode mode, const ParallelAxes& axes) : mode_(mode), axes_(axes) {}
 
-Task& TaskGraph::emplace(std::span<const TaskId> deps, std::span<const TensorUse> uses) {
+Task& TaskGraph::emplace(std::span<const TaskId> deps, std::span<const TensorUse> uses,
+                         int32_t rank, Stream stream) {
   const auto id = static_cast<TaskId>(tasks_.size());
   STRATA_ASSERT(uses.size() <= UINT16_MAX, "a task uses fewer than 65536 tensors");
-  Task& task = tasks_.emplace_back();
-  // A few entries each: appended one by one, which costs less than a range insert's memmove.
-  task.first_dep = static_cast<uint32_t>(deps_.size());
-  task.dep_count = static_cast<uint32_t>(deps.size());
+  const size_t first_dep = deps_.size();
+  TaskId* const dep_run = deps_.extend(deps.size());
+  size_t dep_count = 0;
   for (const TaskId dep : deps) {
+    if (dep == kNoTask) continue;
     STRATA_ASSERT(dep >= 0 && dep < id, "a dependency must be added before its dependent");
-    deps_.push_back(dep);
+    const Task& before = tasks_[static_cast<size_t>(dep)];
+    STRATA_ASSERT(before.rank == rank, "dependencies across ranks go through p2p or collectives");
+    if (before.stream == stream) continue;  // implied by stream order
+    dep_run[dep_count++] = dep;
   }
-  task.first_use = static_cast<uint32_t>(uses_.size());
-  task.use_count = static_cast<uint16_t>(uses.size());
+  deps_.truncate(first_dep + dep_count);
+  const size_t first_use = uses_.size();
+  TensorUse* const use_run = uses_.extend(uses.size());
   const auto tensors = static_cast<TensorId>(tensors_.size());
-  for (const TensorUse use : uses) {
-    STRATA_ASSERT(use.tensor() < tensors, "a tensor must be added before a task uses it");
-    uses_.push_back(use);
+  for (size_t i = 0; i < uses.size(); ++i) {
+    STRATA_ASSERT(uses[i].tensor() < tensors, "a tensor must be added before a task uses it");
+    use_run[i] = uses[i];
   }
+  Task& task = tasks_.emplace_back();
+  task.rank = rank;
+  task.stream = stream;
+  task.first_dep = static_cast<uint32_t>(first_dep);
+  task.dep_count = static_cast<uint32_t>(dep_count);
+  task.first_use = static_cast<uint32_t>(first_use);
+  task.use_count = static_cast<uint16_t>(uses.size());
   return task;
-}
-
-Tensor& TaskGraph::emplace_tensor(int32_t shape, uint8_t name) {
-  STRATA_ASSERT(shape >= 0 && shape < static_cast<int32_t>(shapes_.size()),
-                "a tensor's shape is one of the graph's");
-  STRATA_ASSERT(name < tensor_names_.size(), "a tensor's name is one of the graph's");
-  STRATA_ASSERT(tensor_count() < kMaxTensors, "a graph holds fewer than 2^28 tensors");
-  Tensor& tensor = tensors_.emplace_back();
-  tensor.shape = shape;
-  tensor.name = name;
-  return tensor;
 }
 
 int32_t TaskGraph::add_shape(const TensorShape& shape) {
   const auto [found, added] = shape_index_.try_emplace(shape, static_cast<int32_t>(shapes_.size()));
-  if (added) shapes_.push_back(shape);
+  if (added) {
+    shapes_.push_back(shape);
+    shape_bytes_.push_back(shape.bytes());
+  }
   return found->second;
 }
 
@@ -156,7 +160,7 @@ int64_t TaskGraph::footprint_bytes() const {
       tasks_.capacity() * sizeof(Task) + deps_.capacity() * sizeof(TaskId) +
       uses_.capacity() * sizeof(TensorUse) + tensors_.capacity() * sizeof(Tensor) +
       peer_bytes_.capacity() * sizeof(int64_t) + shapes_.capacity() * sizeof(TensorShape) +
-      ops_.capacity() * sizeof(OpShape));
+      shape_bytes_.capacity() * sizeof(int64_t) + ops_.capacity() * sizeof(OpShape));
   for (const auto& group : groups_) {
     bytes += static_cast<int64_t>(sizeof(CommGroup) + 2 * group.ranks.capacity() * sizeof(int32_t));
   }

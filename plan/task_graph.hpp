@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "common/append_array.hpp"
+#include "common/error.hpp"
 #include "models/ops.hpp"
 #include "plan/parallel_axes.hpp"
 #include "plan/tensor.hpp"
@@ -36,6 +38,7 @@
 namespace strata {
 
 using TaskId = int32_t;
+inline constexpr TaskId kNoTask = -1;  // no task: a dependency that TaskGraph::emplace drops
 
 // kHost: the rank's host thread issuing the work of the others (host-dispatch tasks);
 // kBackground: a framework's background thread that launches collectives (Horovod's cycle).
@@ -204,14 +207,28 @@ class TaskGraph {
  public:
   TaskGraph(GraphMode mode, const ParallelAxes& axes);
 
-  // Appends a task with these dependencies and uses, every one of them already in the graph, and
-  // returns it for the caller to fill in its other fields (RankProgram): the reference holds until
-  // the next task is added. Built in place: a task built elsewhere and copied in would wait for its
-  // fields' narrow stores to reach the cache (a store-forwarding stall).
-  Task& emplace(std::span<const TaskId> deps, std::span<const TensorUse> uses);
+  // Appends a task of `rank` on `stream` with these dependencies and uses, every one of them
+  // already in the graph, and returns it for the caller to fill in its other fields (RankProgram):
+  // the reference holds until the next task is added. Dependencies that are kNoTask, or on the same
+  // stream (implied by stream order), are dropped; the rest must be on `rank` (other ranks are
+  // reached through p2p and collectives). Built in place: a task built elsewhere and copied in
+  // would wait for its fields' narrow stores to reach the cache (a store-forwarding stall).
+  Task& emplace(std::span<const TaskId> deps, std::span<const TensorUse> uses, int32_t rank,
+                Stream stream);
   // Appends a tensor of this shape and name, in place as emplace() does, for the caller to fill in
-  // its other fields (RankProgram::tensor). Its id is tensor_count() - 1.
-  Tensor& emplace_tensor(int32_t shape, uint8_t name);
+  // its other fields (RankProgram::tensor). Its id is tensor_count() - 1. Inline: the lowering adds
+  // a tensor for every few tasks.
+  Tensor& emplace_tensor(int32_t shape, uint8_t name) {
+    STRATA_ASSERT(static_cast<size_t>(shape) < shape_bytes_.size(),
+                  "a tensor's shape is one of the graph's");
+    STRATA_ASSERT(name < tensor_names_.size(), "a tensor's name is one of the graph's");
+    STRATA_ASSERT(tensors_.size() < static_cast<size_t>(kMaxTensors),
+                  "a graph holds fewer than 2^28 tensors");
+    Tensor& tensor = tensors_.emplace_back();
+    tensor.shape = shape;
+    tensor.name = name;
+    return tensor;
+  }
   // Returns the index of this shape, or of this name, adding it once.
   int32_t add_shape(const TensorShape& shape);
   uint8_t add_tensor_name(const std::string& name);
@@ -249,6 +266,10 @@ class TaskGraph {
   const std::vector<Tensor>& tensors() const { return tensors_; }
   const TensorShape& shape(int32_t index) const { return shapes_[static_cast<size_t>(index)]; }
   const TensorShape& shape_of(TensorId id) const { return shape(tensor(id).shape); }
+  // A tensor's bytes, its shape's bytes() kept when the shape was added.
+  int64_t bytes_of(TensorId id) const {
+    return shape_bytes_[static_cast<size_t>(tensor(id).shape)];
+  }
   const std::vector<TensorShape>& shapes() const { return shapes_; }
   const std::string& tensor_name(uint8_t index) const { return tensor_names_[index]; }
   const OpShape& op(int32_t index) const { return ops_[static_cast<size_t>(index)]; }
@@ -280,11 +301,12 @@ class TaskGraph {
   GraphMode mode_;
   ParallelAxes axes_;
   std::vector<Task> tasks_;
-  std::vector<TaskId> deps_;
-  std::vector<TensorUse> uses_;
+  AppendArray<TaskId> deps_;
+  AppendArray<TensorUse> uses_;
   std::vector<int64_t> peer_bytes_;  // all-to-alls' per-peer bytes, a group's count each
   std::vector<Tensor> tensors_;
   std::vector<TensorShape> shapes_;
+  std::vector<int64_t> shape_bytes_;  // by shape: its bytes()
   std::map<TensorShape, int32_t> shape_index_;
   std::vector<std::string> tensor_names_;
   std::map<std::string, uint8_t> tensor_name_index_;

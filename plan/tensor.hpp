@@ -69,7 +69,7 @@ enum class Access : uint8_t {
 // One use of a tensor by a task, packed in 32 bits like the dependency lists.
 class TensorUse {
  public:
-  TensorUse() = default;
+  TensorUse() = default;  // unset, as an int is: TensorUse{} reads tensor 0
   TensorUse(TensorId tensor, Access access)
       : packed_((static_cast<uint32_t>(tensor) << 3) | static_cast<uint32_t>(access)) {}
   TensorId tensor() const { return static_cast<TensorId>(packed_ >> 3); }
@@ -78,7 +78,7 @@ class TensorUse {
   bool writes() const { return access() == Access::kWrite || access() == Access::kUpdate; }
 
  private:
-  uint32_t packed_ = 0;
+  uint32_t packed_;
 };
 inline constexpr TensorId kMaxTensors = TensorId{1} << 28;
 

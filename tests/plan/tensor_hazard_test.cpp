@@ -20,11 +20,12 @@ bool mentions(const ValidationReport& report, const std::string& text) {
   return false;
 }
 
-// One rank with a 64-byte activation `x`, a parameter `w`, and a dp group of itself and rank 1
-// (which the folded graph does not hold).
+// One rank with a 64-byte activation `x`, a parameter `w`, a dp group of itself and rank 1 (which
+// the folded graph does not hold), and one op (0) that its compute tasks run.
 struct OneRank {
   OneRank() : graph(GraphMode::kFolded, axes()), p(graph, 0) {
     graph.add_rank({0, 0});
+    graph.add_op(OpShape{});
     group = graph.add_group(GroupKind::kDp, {0, 1});
     const int32_t shape = graph.add_shape({{16, 1, 1, 1}, DType::kFp32});
     x = p.tensor(TensorKind::kActivation, graph.add_tensor_name("x"), shape, 0, 0);
