@@ -153,7 +153,6 @@ class RankProgram {
   int32_t layer_ = -1;
   int32_t micro_batch_ = -1;
   int16_t chunk_ = 0;
-  std::vector<TaskId> scratch_;
   std::vector<TensorUse> uses_scratch_;
   std::vector<TaskId> blocked_on_;
   TaskId last_compute_ = kNoTask;
