@@ -10,7 +10,7 @@ namespace strata {
 
 ParamStore::ParamStore(Backend& backend, const std::vector<ParamBlock>& blocks, int64_t zero_stage,
                        int64_t dp, int64_t dp_rank, int64_t tp, int64_t tp_rank, uint64_t seed)
-    : backend_(backend), zero_(dp > 1 ? zero_stage : 0), dp_(dp), dp_rank_(dp_rank) {
+    : backend_(backend), zero_(dp > 1 ? zero_stage : 0), dp_(dp) {
   for (const ParamBlock& block : blocks) {
     BlockState state{block.kind, block.layer, {}};
     for (const ParamSpec& spec : block.params) {

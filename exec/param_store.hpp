@@ -91,7 +91,6 @@ class ParamStore {
   Backend& backend_;
   int64_t zero_;
   int64_t dp_;
-  int64_t dp_rank_;
   std::vector<BlockState> blocks_;
   // Device staging for a block's collectives, grown as needed.
   float* staging(DeviceTensor& buffer, int64_t elements);
