@@ -36,6 +36,15 @@ nlohmann::json model_to_json(const ModelSpec& model) {
     json["hidden_dropout"] = model.hidden_dropout;
     json["attention_dropout"] = model.attention_dropout;
   }
+  // Experts are written for MoE models only, so that a dense model's file is unchanged.
+  if (model.moe()) {
+    json["experts"] = model.experts;
+    json["experts_per_token"] = model.experts_per_token;
+    json["expert_ffn_hidden"] = model.expert_ffn_hidden;
+    json["shared_expert_ffn_hidden"] = model.shared_expert_ffn_hidden;
+    json["shared_expert_gate"] = model.shared_expert_gate;
+    json["first_dense_layers"] = model.first_dense_layers;
+  }
   return json;
 }
 

@@ -22,14 +22,15 @@ namespace {
 
 // Hugging Face `model_type` values whose architecture a ModelSpec describes exactly
 // (parse_hf_config).
-constexpr std::string_view kHfModelTypes[] = {"llama",    "mistral",     "qwen2",  "qwen3",
-                                              "gemma2",   "gemma3_text", "phi3",   "olmo2",
-                                              "gpt_neox", "gptj",        "falcon", "starcoder2"};
+constexpr std::string_view kHfModelTypes[] = {
+    "llama",    "mistral", "qwen2",  "qwen3",      "gemma2",  "gemma3_text", "phi3",     "olmo2",
+    "gpt_neox", "gptj",    "falcon", "starcoder2", "mixtral", "qwen2_moe",   "qwen3_moe"};
 
-// Mixture-of-experts families: their experts, router and all-to-all are not modelled yet.
-constexpr std::string_view kMoeModelTypes[] = {
-    "mixtral", "qwen2_moe", "qwen3_moe",  "deepseek_v2", "deepseek_v3", "dbrx",
-    "jamba",   "olmoe",     "granitemoe", "phimoe",      "llama4",      "llama4_text"};
+// Mixture-of-experts families whose configs are not read yet: multi-head latent attention
+// (DeepSeek), Mamba layers (Jamba), fused expert layouts and routers of their own.
+constexpr std::string_view kMoeModelTypes[] = {"deepseek_v2", "deepseek_v3", "dbrx",
+                                               "jamba",       "olmoe",       "granitemoe",
+                                               "phimoe",      "llama4",      "llama4_text"};
 
 // The fields of a native model file (models/README.md). Anything else is refused so that a typo
 // ("hiden") is an error instead of a silently ignored field.
@@ -57,7 +58,13 @@ constexpr std::string_view kNativeFields[] = {"name",
                                               "global_every",
                                               "rope_theta",
                                               "hidden_dropout",
-                                              "attention_dropout"};
+                                              "attention_dropout",
+                                              "experts",
+                                              "experts_per_token",
+                                              "expert_ffn_hidden",
+                                              "shared_expert_ffn_hidden",
+                                              "shared_expert_gate",
+                                              "first_dense_layers"};
 
 std::string supported_types_text() {
   return fmt::format("{} (Hugging Face config.json) and gpt2 (GPT-2 config.json)",
@@ -104,10 +111,12 @@ ModelFormat detect_model_format(const nlohmann::json& config, const std::string&
     if (std::find(std::begin(kMoeModelTypes), std::end(kMoeModelTypes), type) !=
         std::end(kMoeModelTypes)) {
       fields.fail("model_type",
-                  fmt::format("'{}' is a mixture-of-experts model, and experts (their router, "
-                              "all-to-all dispatch and expert parallelism) are not modelled yet",
+                  fmt::format("'{}' is a mixture-of-experts family whose config Strata does "
+                              "not read yet",
                               type),
-                  fmt::format("plan a dense model: {}", supported_types_text()));
+                  fmt::format("give one of {}, or describe the model in Strata's native format "
+                              "(see models/README.md)",
+                              supported_types_text()));
     }
     if (type == "gemma3") {
       fields.fail("model_type",
@@ -197,6 +206,16 @@ ModelSpec parse_native_model(const nlohmann::json& config, const std::string& wh
     model.sliding_window = fields.non_negative_int("sliding_window");
   if (fields.has("global_every")) model.global_every = fields.non_negative_int("global_every");
   if (fields.has("rope_theta")) model.rope_theta = fields.positive_number("rope_theta");
+  // Experts: validate_model refuses the others without "experts", and checks their ranges.
+  for (const auto& [key, value] :
+       {std::pair{"experts", &model.experts},
+        std::pair{"experts_per_token", &model.experts_per_token},
+        std::pair{"expert_ffn_hidden", &model.expert_ffn_hidden},
+        std::pair{"shared_expert_ffn_hidden", &model.shared_expert_ffn_hidden},
+        std::pair{"first_dense_layers", &model.first_dense_layers}}) {
+    if (fields.has(key)) *value = fields.non_negative_int(key);
+  }
+  model.shared_expert_gate = fields.boolean("shared_expert_gate", false);
   return model;
 }
 
@@ -255,6 +274,56 @@ void refuse_qwen_window(const JsonFields& fields) {
                 "such per-layer windows are not modelled yet",
                 "set \"use_sliding_window\": false (every layer attends to the whole sequence)");
   }
+}
+
+// The experts of a Mixtral, Qwen2-MoE or Qwen3-MoE config (transformers' MixtralSparseMoeBlock,
+// Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock): "num_local_experts" (Mixtral) or
+// "num_experts" routed experts, "num_experts_per_tok" of them per token, each
+// "moe_intermediate_size" wide (Mixtral: "intermediate_size"); Qwen2-MoE adds one shared expert of
+// "shared_expert_intermediate_size" behind a sigmoid gate. Qwen's layer idx is MoE unless it is in
+// "mlp_only_layers" or (idx + 1) % "decoder_sparse_step" != 0: a ModelSpec holds dense layers only
+// as a prefix (DeepSeek's first_k_dense_replace), so any other pattern is refused. Every released
+// checkpoint has a step of 1 and no MLP-only layers.
+void read_experts(const JsonFields& fields, const std::string& type, ModelSpec& model) {
+  if (type == "mixtral") {
+    model.experts = fields.positive_int("num_local_experts");
+    model.expert_ffn_hidden = model.ffn_hidden;
+  } else {
+    model.experts = fields.positive_int("num_experts");
+    model.expert_ffn_hidden = fields.positive_int("moe_intermediate_size");
+  }
+  model.experts_per_token = fields.positive_int("num_experts_per_tok");
+  if (model.experts_per_token > model.experts) {
+    fields.fail(
+        "num_experts_per_tok",
+        fmt::format("sends each token to {} of {} experts", model.experts_per_token, model.experts),
+        "give at most as many experts per token as there are experts");
+  }
+  if (type == "qwen2_moe") {
+    model.shared_expert_ffn_hidden = fields.positive_int("shared_expert_intermediate_size");
+    model.shared_expert_gate = true;
+  }
+  if (type == "mixtral") return;
+  if (fields.has("decoder_sparse_step") && fields.positive_int("decoder_sparse_step") != 1) {
+    fields.fail("decoder_sparse_step",
+                "makes every n-th layer MoE, and Strata models dense layers only before the "
+                "first MoE layer",
+                "set \"decoder_sparse_step\": 1 (every released Qwen MoE model)");
+  }
+  if (!fields.has("mlp_only_layers")) return;
+  const nlohmann::json& dense = fields.at("mlp_only_layers");
+  if (!dense.is_array()) {
+    fields.fail("mlp_only_layers", "must list layer indices", "give e.g. [0, 1], or []");
+  }
+  for (size_t i = 0; i < dense.size(); ++i) {
+    if (dense[i] != static_cast<int64_t>(i)) {
+      fields.fail("mlp_only_layers",
+                  "lists dense layers other than the first ones in order, and Strata models "
+                  "dense layers only before the first MoE layer",
+                  "list the first k layers, [0, 1, ..., k-1], or none");
+    }
+  }
+  model.first_dense_layers = static_cast<int64_t>(dense.size());
 }
 
 // The shape GPT-2's key names give (GPT2Config, and GPTJConfig, which keeps them): layers, width,
@@ -393,6 +462,7 @@ ModelSpec parse_falcon_config(const JsonFields& fields, ModelSpec model) {
 //    when "use_bias" (default true), "sliding_window" on every layer, dropout rates from
 //    "residual_dropout" and "attention_dropout" (dropout too when "embedding_dropout" is above 0).
 //  - falcon, gptj: parse_falcon_config, parse_gptj_config.
+//  - mixtral, qwen2_moe, qwen3_moe: as mistral, qwen2 and qwen3, with experts (read_experts).
 // "layer_types" (newer configs), when present, states which layers are windowed.
 ModelSpec parse_hf_config(const nlohmann::json& config, const std::string& where) {
   const JsonFields fields(config, where);
@@ -413,6 +483,9 @@ ModelSpec parse_hf_config(const nlohmann::json& config, const std::string& where
   // Gemma2Config and Gemma3TextConfig default head_dim to 256; Qwen3Config to 128.
   const std::optional<int64_t> head_dim = fields.optional_positive_int("head_dim");
   model.head_size = head_dim.value_or(gemma ? 256 : type == "qwen3" ? 128 : 0);
+  // Every released Qwen3-MoE config states its head_dim (128, not hidden / heads); required, as
+  // the modeling file's fallback for a config without it is not the released width.
+  if (type == "qwen3_moe") model.head_size = fields.positive_int("head_dim");
   if (type == "falcon") {
     model = parse_falcon_config(fields, model);
     check_heads(fields, model, "hidden_size", "num_attention_heads", "num_kv_heads");
@@ -437,12 +510,12 @@ ModelSpec parse_hf_config(const nlohmann::json& config, const std::string& where
   if (type == "llama") {
     model.qkv_bias = model.out_bias = attention_bias;
     model.linear_bias = fields.boolean("mlp_bias", false);
-  } else if (type == "mistral" || type == "phi3") {
+  } else if (type == "mistral" || type == "phi3" || type == "mixtral") {
     model.sliding_window = optional_window(fields, "sliding_window", 0);
-  } else if (type == "qwen2") {
+  } else if (type == "qwen2" || type == "qwen2_moe") {
     model.qkv_bias = true;
     refuse_qwen_window(fields);
-  } else if (type == "qwen3") {
+  } else if (type == "qwen3" || type == "qwen3_moe") {
     model.qkv_bias = model.out_bias = attention_bias;
     model.qk_norm = QkNorm::kPerHead;
     refuse_qwen_window(fields);
@@ -474,6 +547,8 @@ ModelSpec parse_hf_config(const nlohmann::json& config, const std::string& where
     model.sliding_window = optional_window(fields, "sliding_window", 0);
     check_embedding_dropout(fields, model, "embedding_dropout", 0);
   }
+  if (type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe")
+    read_experts(fields, type, model);
   read_layer_types(fields, model);
   if (model.sliding_window == 0) model.global_every = 0;
   return model;

@@ -50,11 +50,27 @@ ParameterCount count_parameters(const ModelSpec& model) {
   if (model.qk_norm == QkNorm::kPerHead) count.norms += 2 * model.head_dim();
   if (model.qk_norm == QkNorm::kWhole) count.norms += q + kv;
   count.per_layer = count.attention + count.mlp + count.norms;
+  if (model.moe()) {
+    // Router (h x experts), each expert's products without biases, the shared experts' (as one
+    // MLP of their total width) and their gate (h x 1).
+    const int64_t expert = (up_matrices + 1) * h * model.expert_ffn_hidden;
+    const int64_t shared =
+        (up_matrices + 1) * h * model.shared_expert_ffn_hidden + (model.shared_expert_gate ? h : 0);
+    const int64_t router = h * model.experts;
+    count.moe_mlp = router + model.experts * expert + shared;
+    count.moe_active_mlp = router + model.experts_per_token * expert + shared;
+  }
   count.embedding = model.vocab * h;
   if (model.position == PositionKind::kLearned) count.embedding += model.max_seq * h;
   count.final_norm = norm_params;
   count.lm_head = model.tied_embeddings ? 0 : model.vocab * h + (model.head_bias ? model.vocab : 0);
-  count.total = model.layers * count.per_layer + count.embedding + count.final_norm + count.lm_head;
+  const int64_t dense_layers = model.layers - model.moe_layers();
+  const int64_t outside_layers = count.embedding + count.final_norm + count.lm_head;
+  const int64_t moe_layer_rest = count.attention + count.norms;
+  count.total = dense_layers * count.per_layer +
+                model.moe_layers() * (moe_layer_rest + count.moe_mlp) + outside_layers;
+  count.active = dense_layers * count.per_layer +
+                 model.moe_layers() * (moe_layer_rest + count.moe_active_mlp) + outside_layers;
   return count;
 }
 
@@ -66,6 +82,7 @@ constexpr int64_t kMaxWidth = int64_t{1} << 20;  // hidden, ffn_hidden, q and kv
 constexpr int64_t kMaxHeads = int64_t{1} << 14;
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
 constexpr int64_t kMaxPositions = int64_t{1} << 24;  // max_seq and sliding_window
+constexpr int64_t kMaxExperts = int64_t{1} << 14;    // DeepSeek-V3: 256; Qwen3-MoE: 128
 
 void validate_model(const ModelSpec& model, const std::string& where) {
   const auto require_range = [&](int64_t value, const char* field, int64_t low, int64_t high) {
@@ -98,6 +115,37 @@ void validate_model(const ModelSpec& model, const std::string& where) {
         "choose kv_heads that divide heads (grouped-query attention)");
   }
   require_range(model.q_hidden(), "head_dim", 1, kMaxWidth);
+  require_range(model.experts, "experts", 0, kMaxExperts);
+  if (model.moe()) {
+    require_range(model.experts_per_token, "experts_per_token", 1, model.experts);
+    require_range(model.expert_ffn_hidden, "expert_ffn_hidden", 1, kMaxWidth);
+    // The routed experts' widths summed stay within one dense MLP's bound, so that counts do too
+    // (DeepSeek-V3: 256 x 2048 = 2^19).
+    if (model.experts * model.expert_ffn_hidden > kMaxWidth) {
+      throw InputError(where, "expert_ffn_hidden",
+                       fmt::format("{} experts of {} exceed {} in all", model.experts,
+                                   model.expert_ffn_hidden, kMaxWidth),
+                       fmt::format("keep experts x expert_ffn_hidden within {}", kMaxWidth));
+    }
+    require_range(model.first_dense_layers, "first_dense_layers", 0, model.layers - 1);
+  } else {
+    for (const auto& [value, field] :
+         {std::pair{model.experts_per_token, "experts_per_token"},
+          std::pair{model.expert_ffn_hidden, "expert_ffn_hidden"},
+          std::pair{model.shared_expert_ffn_hidden, "shared_expert_ffn_hidden"},
+          std::pair{model.first_dense_layers, "first_dense_layers"},
+          std::pair{int64_t{model.shared_expert_gate}, "shared_expert_gate"}}) {
+      if (value != 0) {
+        throw InputError(where, field, "describes experts, but the model has none",
+                         "state \"experts\" (the routed experts per MoE layer), or remove it");
+      }
+    }
+  }
+  require_range(model.shared_expert_ffn_hidden, "shared_expert_ffn_hidden", 0, kMaxWidth);
+  if (model.shared_expert_gate && model.shared_expert_ffn_hidden == 0) {
+    throw InputError(where, "shared_expert_gate", "gates shared experts, but the model has none",
+                     "state \"shared_expert_ffn_hidden\", or remove the gate");
+  }
   for (const auto& [rate, field] : {std::pair{model.hidden_dropout, "hidden_dropout"},
                                     std::pair{model.attention_dropout, "attention_dropout"}}) {
     if (!(rate >= 0 && rate < 1)) {

@@ -69,6 +69,21 @@ struct ModelSpec {
   // "rope_theta", 10000 by default, 500000 in Llama 3). The step's cost does not depend on it;
   // the executor's rotary kernel does.
   double rope_theta = 10000;
+  // Mixture of experts (Shazeer et al. 2017; Mixtral, Jiang et al. 2024; Qwen-MoE; DeepSeekMoE,
+  // Dai et al. 2024). An MoE layer's MLP is a router (an h x experts product, no bias), `experts`
+  // routed experts of `expert_ffn_hidden` each, of which each token passes through
+  // `experts_per_token` (top-k), and shared experts every token passes through,
+  // `shared_expert_ffn_hidden` wide in all (0: none), with Qwen-MoE's sigmoid gate on their output
+  // (h weights) when `shared_expert_gate`. Experts are MLPs of the model's kind (`mlp`) without
+  // biases, as in every released MoE family. The first `first_dense_layers` layers keep the dense
+  // MLP of `ffn_hidden` (DeepSeek's first_k_dense_replace); every later one is MoE. 0 experts: a
+  // dense model.
+  int64_t experts = 0;
+  int64_t experts_per_token = 0;
+  int64_t expert_ffn_hidden = 0;
+  int64_t shared_expert_ffn_hidden = 0;
+  bool shared_expert_gate = false;
+  int64_t first_dense_layers = 0;
 
   int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
   int64_t q_hidden() const { return heads * head_dim(); }      // width of Q and of the context
@@ -82,18 +97,28 @@ struct ModelSpec {
   int64_t window_of(int64_t layer) const;
   // Layers with a window and layers attending globally, over the whole model.
   int64_t windowed_layers() const;
+  bool moe() const { return experts > 0; }
+  bool is_moe_layer(int64_t layer) const { return moe() && layer >= first_dense_layers; }
+  int64_t moe_layers() const { return moe() ? layers - first_dense_layers : 0; }
 };
 
 // Parameters of one transformer layer and of the whole model, by part. Counts, not bytes.
 struct ParameterCount {
   int64_t attention = 0;  // Q, K, V, output projections with their biases
-  int64_t mlp = 0;        // MLP projections with their biases
+  int64_t mlp = 0;        // a dense layer's MLP projections with their biases
   int64_t norms = 0;      // the layer's norms (weight, and bias for LayerNorm) and QK-norms
-  int64_t per_layer = 0;  // attention + mlp + norms
+  int64_t per_layer = 0;  // a dense layer's: attention + mlp + norms
+  // An MoE layer's MLP (ModelSpec::experts): router, routed experts, shared experts and their
+  // gate; and the part one token passes through, with its top-k routed experts. 0 when dense.
+  int64_t moe_mlp = 0;
+  int64_t moe_active_mlp = 0;
   int64_t embedding = 0;  // token embedding (+ learned position table)
   int64_t final_norm = 0;
   int64_t lm_head = 0;  // 0 when tied to the embedding
   int64_t total = 0;
+  // The parameters one token passes through (MoE models' "active" count: every one but the
+  // routed experts it is not sent to); the total when dense.
+  int64_t active = 0;
 };
 
 ParameterCount count_parameters(const ModelSpec& model);

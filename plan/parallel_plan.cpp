@@ -112,6 +112,17 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
     throw InputError(where, field, problem, fix);
   };
   validate_plan_sizes(plan, where);
+  if (model.moe()) {
+    const ParameterCount count = count_parameters(model);
+    fail("model (--model)",
+         fmt::format("{} is a mixture-of-experts model ({:.1f}B parameters, {:.1f}B active: {} "
+                     "experts, {} per token), and the plan compiler does not lower experts yet "
+                     "(their router, all-to-all dispatch and expert parallelism)",
+                     model.name, static_cast<double>(count.total) / 1e9,
+                     static_cast<double>(count.active) / 1e9, model.experts,
+                     model.experts_per_token),
+         "plan a dense model");
+  }
   if (plan.zero_stage < 0 || plan.zero_stage > 3) {
     fail("zero_stage (--zero)", fmt::format("must be 0, 1, 2 or 3, found {}", plan.zero_stage),
          "use 0 (none), 1 (optimizer states), 2 (+ gradients) or 3 (+ parameters)");
