@@ -2,6 +2,16 @@
 
 namespace strata {
 
+TaskId tp_collective(const LoweringContext& ctx, RankState& state, TaskRole role,
+                     CollectiveKind kind, int64_t bytes, TaskId dep,
+                     std::initializer_list<TensorUse> uses, ReduceOp reduce) {
+  if (ctx.plan.tp == 1) return dep;
+  const TaskId task =
+      state.program.collective(role, Stream::kTpComm, kind, state.groups.tp, bytes, {dep}, uses);
+  state.program.graph().set_reduce(task, reduce);
+  return task;
+}
+
 std::pair<TaskId, TensorId> tp_reduce(const LoweringContext& ctx, RankState& state, TaskRole role,
                                       int64_t bytes, TaskId dep, TensorId partial, TensorId rows) {
   if (ctx.plan.tp == 1) return {dep, partial};

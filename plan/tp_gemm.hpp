@@ -13,17 +13,9 @@
 namespace strata {
 
 // A TP collective after `dep` on the tp-comm stream, using `uses`; returns `dep` when tp == 1.
-// Inline, so that `uses` is not passed on the stack (see RankProgram::append).
-inline TaskId tp_collective(const LoweringContext& ctx, RankState& state, TaskRole role,
-                            CollectiveKind kind, int64_t bytes, TaskId dep,
-                            std::initializer_list<TensorUse> uses,
-                            ReduceOp reduce = ReduceOp::kSum) {
-  if (ctx.plan.tp == 1) return dep;
-  const TaskId task =
-      state.program.collective(role, Stream::kTpComm, kind, state.groups.tp, bytes, {dep}, uses);
-  state.program.graph().set_reduce(task, reduce);
-  return task;
-}
+TaskId tp_collective(const LoweringContext& ctx, RankState& state, TaskRole role,
+                     CollectiveKind kind, int64_t bytes, TaskId dep,
+                     std::initializer_list<TensorUse> uses, ReduceOp reduce = ReduceOp::kSum);
 // A TP reduction of `partial` after `dep`: an all-reduce in place, or under sequence parallelism
 // a reduce-scatter into `rows`. Returns the task and the tensor that holds the result.
 std::pair<TaskId, TensorId> tp_reduce(const LoweringContext& ctx, RankState& state, TaskRole role,
