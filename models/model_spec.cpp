@@ -201,4 +201,14 @@ const char* to_string(QkNorm kind) {
   return "?";
 }
 
+const char* to_string(RouterScore score) {
+  switch (score) {
+    case RouterScore::kSoftmax:
+      return "softmax";
+    case RouterScore::kSigmoid:
+      return "sigmoid";
+  }
+  return "?";
+}
+
 }  // namespace strata

@@ -28,6 +28,11 @@ enum class LayerBlock {
 // shared by every head (Qwen3, Gemma 3), or over all the heads' width at once (OLMo 2).
 enum class QkNorm { kNone, kPerHead, kWhole };
 
+// How an MoE router scores the experts before it takes each token's top k (ModelSpec::experts):
+// a softmax over the experts' logits (Mixtral, Qwen-MoE, DeepSeek-V2: "scoring_func" softmax), or
+// a sigmoid per expert (DeepSeek-V3: "scoring_func" sigmoid, with its e_score_correction_bias).
+enum class RouterScore { kSoftmax, kSigmoid };
+
 struct ModelSpec {
   std::string name;
   int64_t layers = 0;
@@ -84,6 +89,31 @@ struct ModelSpec {
   int64_t shared_expert_ffn_hidden = 0;
   bool shared_expert_gate = false;
   int64_t first_dense_layers = 0;
+  RouterScore router_score = RouterScore::kSoftmax;
+  // Group-limited routing (DeepSeek-V2/V3's "n_group", "topk_group"): the experts fall into
+  // `router_groups` groups and each token's top k come from its best `router_group_limit` groups.
+  // 0: no groups.
+  int64_t router_groups = 0;
+  int64_t router_group_limit = 0;
+  // DeepSeek-V3's auxiliary-loss-free balancing: a bias per routed expert added to the scores for
+  // the choice (e_score_correction_bias; DeepSeek-AI 2024, Sec. 2.1.2), `experts` parameters per
+  // MoE layer, updated by the balancing rule rather than by gradients.
+  bool router_bias = false;
+  // The tokens an expert takes per step, as a multiple of its balanced share (Fedus et al. 2021's
+  // capacity factor; Megatron's --moe-expert-capacity-factor): tokens routed beyond it are dropped.
+  // 0: dropless (every token reaches its experts: Mixtral, DeepSeek, Qwen-MoE).
+  double capacity_factor = 0;
+  // Multi-head latent attention (DeepSeek-V2, DeepSeek-AI 2024, Sec. 2.1): keys and values come
+  // from one compressed latent of `kv_lora_rank` per token (with its RMSNorm), queries from one of
+  // `q_lora_rank` (0: a plain query projection, as DeepSeek-V2-Lite); each head's query and key
+  // have `qk_nope_head_dim` positionless and `qk_rope_head_dim` rotary dimensions (the rotary key
+  // shared by the heads, projected from the layer input with the latent), and its value
+  // `v_head_dim`. 0 kv_lora_rank: the attention of heads, kv_heads and head_dim.
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
 
   int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
   int64_t q_hidden() const { return heads * head_dim(); }      // width of Q and of the context
@@ -100,6 +130,7 @@ struct ModelSpec {
   bool moe() const { return experts > 0; }
   bool is_moe_layer(int64_t layer) const { return moe() && layer >= first_dense_layers; }
   int64_t moe_layers() const { return moe() ? layers - first_dense_layers : 0; }
+  bool latent_attention() const { return kv_lora_rank > 0; }
 };
 
 // Parameters of one transformer layer and of the whole model, by part. Counts, not bytes.
@@ -132,5 +163,6 @@ const char* to_string(MlpKind kind);
 const char* to_string(PositionKind kind);
 const char* to_string(LayerBlock kind);
 const char* to_string(QkNorm kind);
+const char* to_string(RouterScore score);
 
 }  // namespace strata

@@ -27,7 +27,7 @@ ParallelAxes ParallelPlan::axes() const {
   at(axes.sizes, Axis::kTp) = tp;
   at(axes.sizes, Axis::kCp) = cp;
   at(axes.sizes, Axis::kEp) = ep;
-  at(axes.sizes, Axis::kDp) = dp;
+  at(axes.sizes, Axis::kDp) = dp / ep;
   at(axes.sizes, Axis::kPp) = pp;
   axes.order = rank_order;
   return axes;
@@ -92,17 +92,27 @@ void validate_plan_sizes(const ParallelPlan& plan, const std::string& where) {
   within(plan.dp, 1, kMaxRanks, "dp (--dp)");
   within(plan.tp, 1, kMaxRanks, "tp (--tp)");
   within(plan.pp, 1, kMaxRanks, "pp (--pp)");
+  within(plan.cp, 1, kMaxRanks, "cp (--cp)");
+  within(plan.ep, 1, kMaxRanks, "ep (--ep)");
+  within(plan.etp, 0, kMaxRanks, "etp (--etp)");
   within(plan.vpp, 1, kMaxRanks, "vpp (--vpp)");
   within(plan.micro_batch, 1, kMaxSequences, "micro_batch (--micro-batch)");
   within(plan.global_batch, 1, kMaxSequences, "global_batch (--global-batch)");
   within(plan.seq_len, 1, kMaxSeqLen, "seq_len (--seq-len)");
   within(plan.first_stage_layers, 0, kMaxRanks, "first_stage_layers (--first-stage-layers)");
   within(plan.last_stage_layers, 0, kMaxRanks, "last_stage_layers (--last-stage-layers)");
-  if (plan.dp > kMaxRanks / plan.tp / plan.pp) {
+  if (plan.dp > kMaxRanks / plan.tp / plan.pp / plan.cp) {
     throw InputError(where, "dp (--dp)",
-                     fmt::format("dp {} x tp {} x pp {} is more than {} GPUs", plan.dp, plan.tp,
-                                 plan.pp, kMaxRanks),
+                     fmt::format("dp {} x tp {} x pp {} x cp {} is more than {} GPUs", plan.dp,
+                                 plan.tp, plan.pp, plan.cp, kMaxRanks),
                      "use fewer ranks");
+  }
+  // The busiest expert takes at most every token: a ratio to the balanced share within
+  // [1, experts / top-k], which kMaxExperts bounds.
+  if (!(plan.moe_imbalance >= 1 && plan.moe_imbalance <= 16384)) {
+    throw InputError(where, "moe_imbalance (--moe-imbalance)",
+                     fmt::format("must be in [1, 16384], found {}", plan.moe_imbalance),
+                     "give the busiest expert's tokens over the mean, 1 for balanced routing");
   }
 }
 
@@ -112,6 +122,35 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
     throw InputError(where, field, problem, fix);
   };
   validate_plan_sizes(plan, where);
+  if (plan.dp % plan.ep != 0) {
+    fail("ep (--ep)",
+         fmt::format("expert parallelism is carved out of data parallelism, and ep {} does not "
+                     "divide dp {}",
+                     plan.ep, plan.dp),
+         fmt::format("use an ep among {}", divisors_of(plan.dp)));
+  }
+  if (!model.moe() && (plan.ep > 1 || plan.etp > 0)) {
+    fail(plan.ep > 1 ? "ep (--ep)" : "etp (--etp)",
+         fmt::format("{} has no experts to split", model.name), "drop --ep and --etp");
+  }
+  if (!model.moe() && plan.moe_imbalance != 1) {
+    fail("moe_imbalance (--moe-imbalance)",
+         fmt::format("{} has no experts to route to", model.name), "drop --moe-imbalance");
+  }
+  if (plan.cp > 1) {
+    fail("cp (--cp)",
+         "the plan compiler does not split sequences over context-parallel ranks yet (their "
+         "KV exchange around the blockwise attention)",
+         "use cp 1");
+  }
+  if (model.latent_attention()) {
+    fail("model (--model)",
+         fmt::format("{} uses multi-head latent attention (kv_lora_rank {}), and the plan "
+                     "compiler does not lower it yet (its compressed query and key-value "
+                     "projections)",
+                     model.name, model.kv_lora_rank),
+         "plan a model with standard multi-head or grouped-query attention");
+  }
   if (model.moe()) {
     const ParameterCount count = count_parameters(model);
     fail("model (--model)",
@@ -305,6 +344,28 @@ const char* to_string(HostDispatch dispatch) {
       return "native";
     case HostDispatch::kNone:
       return "none";
+  }
+  return "?";
+}
+
+const char* to_string(MoeDispatcher dispatcher) {
+  switch (dispatcher) {
+    case MoeDispatcher::kAllGather:
+      return "allgather";
+    case MoeDispatcher::kAllToAll:
+      return "alltoall";
+  }
+  return "?";
+}
+
+const char* to_string(CpComm comm) {
+  switch (comm) {
+    case CpComm::kP2p:
+      return "p2p";
+    case CpComm::kAllGather:
+      return "all_gather";
+    case CpComm::kAllToAll:
+      return "a2a";
   }
   return "?";
 }

@@ -1,9 +1,8 @@
 #pragma once
 // ParallelPlan: how one training step of a model is split over GPUs. The field names are the
-// field's words (Megatron-LM, DeepSpeed): ranks along the parallel axes (plan/parallel_axes.hpp;
-// dp x tp x pp, with cp and ep at 1 for now) in a rank order, vpp model chunks per pipeline stage
-// (interleaved 1F1B), ZeRO stage, micro-batch and global batch in sequences, recompute, sequence
-// parallel, pipeline schedule, training dtype.
+// field's words (Megatron-LM, DeepSpeed): ranks along the parallel axes (plan/parallel_axes.hpp)
+// in a rank order, vpp model chunks per pipeline stage (interleaved 1F1B), ZeRO stage, micro-batch
+// and global batch in sequences, recompute, sequence parallel, pipeline schedule, training dtype.
 
 #include <cstdint>
 #include <optional>
@@ -93,14 +92,42 @@ struct Offload {
   bool operator==(const Offload&) const = default;
 };
 
+// How an MoE layer's tokens reach their experts' ranks (Megatron's --moe-token-dispatcher-type):
+// each rank sends each expert-parallel peer the tokens routed to the peer's experts
+// (all-to-all), or every rank gathers every peer's tokens and keeps those routed to its own
+// experts (all-gather, Megatron-LM's default).
+enum class MoeDispatcher : uint8_t { kAllGather, kAllToAll };
+
+// How context-parallel ranks share keys and values (Megatron's --cp-comm-type): a ring of KV
+// block exchanges overlapped with the blockwise attention (p2p, Megatron's default), one
+// all-gather of the keys and values before the attention (all_gather, Llama 3's), or all-to-alls
+// that trade the sequence split for a head split around the attention (a2a, DeepSpeed-Ulysses).
+enum class CpComm : uint8_t { kP2p, kAllGather, kAllToAll };
+
 struct ParallelPlan {
+  // Data-parallel replicas of the dense layers (Megatron's data-parallel size: the GPUs over
+  // tp x cp x pp). Expert parallelism is carved out of it (ep divides dp): the axes lay out ep and
+  // dp / ep (axes()), and the experts' own data parallelism is dp / ep (x cp).
   int64_t dp = 1;
   int64_t tp = 1;
   int64_t pp = 1;
-  // Context and expert parallelism: present at size 1; the plan compiler does not split along
-  // them yet.
+  // Context parallelism (--context-parallel-size): each sequence split over cp ranks.
   int64_t cp = 1;
+  // Expert parallelism (--expert-model-parallel-size): an MoE layer's routed experts split over
+  // ep ranks of each data-parallel group.
   int64_t ep = 1;
+  // Tensor parallelism inside each expert (--expert-tensor-parallel-size); 0: tp, Megatron's
+  // default.
+  int64_t etp = 0;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllGather;
+  // --moe-grouped-gemm: a rank's local experts run as one grouped GEMM per product instead of a
+  // GEMM per expert.
+  bool grouped_gemm = false;
+  // The busiest expert's tokens over the balanced share (--moe-imbalance; 1: balanced routing):
+  // the busiest rank's expert GEMMs and the all-to-all bytes it receives grow by it, up to the
+  // model's capacity factor when it drops tokens.
+  double moe_imbalance = 1.0;
+  CpComm cp_comm = CpComm::kP2p;
   // How ranks are laid out over the axes, innermost first (--rank-order; Megatron-Core's order).
   std::array<Axis, kAxisCount> rank_order = kMegatronOrder;
   int64_t vpp = 1;           // model chunks per pipeline stage; > 1 only with interleaved
@@ -152,7 +179,9 @@ struct ParallelPlan {
 
   // The axes' sizes in the rank order.
   ParallelAxes axes() const;
-  int64_t gpus() const { return dp * tp * pp * cp * ep; }
+  int64_t gpus() const { return dp * tp * pp * cp; }
+  // Tensor parallelism inside each expert (etp, or tp when unset).
+  int64_t expert_tp() const { return etp > 0 ? etp : tp; }
   // Micro-batches each pipeline runs per step (gradient-accumulation steps).
   int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
   int64_t tokens_per_step() const { return global_batch * seq_len; }
@@ -212,6 +241,8 @@ const char* to_string(RecomputeKind kind);
 const char* to_string(AttentionKind kind);
 const char* to_string(Fp8Format format);
 const char* to_string(HostDispatch dispatch);
+const char* to_string(MoeDispatcher dispatcher);
+const char* to_string(CpComm comm);
 
 // What the plan needs of the device: FP8 tensor cores for --fp8. Throws InputError naming
 // `where` and the field with its flag.

@@ -245,6 +245,8 @@ const char* to_string(GroupKind kind) {
       return "ep";
     case GroupKind::kDp:
       return "dp";
+    case GroupKind::kExpertDp:
+      return "expert-dp";
     case GroupKind::kEmbedding:
       return "embedding";
     case GroupKind::kModelParallel:
@@ -266,6 +268,8 @@ AxisMask group_axes(GroupKind kind) {
     case GroupKind::kEp:
       return axis_bit(Axis::kEp);
     case GroupKind::kDp:
+      return axes_mask({Axis::kEp, Axis::kDp});
+    case GroupKind::kExpertDp:
       return axis_bit(Axis::kDp);
     case GroupKind::kEmbedding:
       return axis_bit(Axis::kPp);
@@ -288,6 +292,7 @@ Axis reported_axis(GroupKind kind) {
     case GroupKind::kEp:
       return Axis::kEp;
     case GroupKind::kDp:
+    case GroupKind::kExpertDp:
     case GroupKind::kEmbedding:
     case GroupKind::kModelParallel:
     case GroupKind::kWorld:

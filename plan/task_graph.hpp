@@ -66,7 +66,8 @@ enum class GroupKind : uint8_t {
   kTp,             // tensor-parallel peers (one node)
   kCp,             // context-parallel peers
   kEp,             // expert-parallel peers
-  kDp,             // data-parallel replicas of one shard
+  kDp,             // data-parallel replicas of one shard of the dense layers (ep x dp)
+  kExpertDp,       // data-parallel replicas of one shard of the experts (dp / ep)
   kEmbedding,      // first and last stage holding a tied embedding
   kModelParallel,  // tp x pp ranks of one replica (gradient norm with ZeRO 0)
   kWorld,          // every rank (gradient norm with ZeRO >= 1)
