@@ -44,6 +44,13 @@ ParamSpec::FullPosition ParamSpec::full_position(int64_t row, int64_t tp_rank, i
 
 void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
                             const std::string& where) {
+  if (model.moe()) {
+    throw InputError(where, "model (--model)",
+                     fmt::format("{} is a mixture-of-experts model, and the CPU executor has no "
+                                 "router, token permutation or expert kernels yet",
+                                 model.name),
+                     "train a dense model; `strata plan` and `strata simulate` take MoE models");
+  }
   if (model.qk_norm == QkNorm::kWhole && plan.tp > 1) {
     throw InputError(where, "qk_norm",
                      "a QK-norm over the whole width needs each token's sum of squares over the "
@@ -206,12 +213,12 @@ uint64_t fnv1a(const std::string& text) {
 std::vector<ParamBlock> rank_param_blocks(const ModelSpec& model, const ParallelPlan& plan,
                                           int64_t stage, int64_t tp_rank) {
   std::vector<ParamBlock> blocks;
-  const std::vector<ParamTensorSpec> layer_specs = layer_param_specs(model, plan);
   for (int64_t chunk = 0; chunk < plan.vpp; ++chunk) {
     const ChunkLayers layers = chunk_layers(plan, model, stage, chunk);
     for (int64_t l = layers.first; l < layers.first + layers.count; ++l) {
-      blocks.push_back(
-          param_block(model, plan, BlockKind::kLayer, l, layer_specs, fmt::format("layer{}.", l)));
+      blocks.push_back(param_block(model, plan, BlockKind::kLayer, l,
+                                   layer_param_specs(model, plan, model.is_moe_layer(l)),
+                                   fmt::format("layer{}.", l)));
     }
   }
   if (stage == 0) {

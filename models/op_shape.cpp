@@ -124,6 +124,18 @@ OpShape matmul_op(int64_t m, int64_t n, int64_t k, Direction direction, DType dt
   return counted_as_executed(op);
 }
 
+OpShape grouped_matmul_op(int64_t groups, int64_t m, int64_t n, int64_t k, Direction direction,
+                          DType dtype) {
+  STRATA_ASSERT(groups > 0, "a grouped GEMM has at least one group");
+  OpShape op = matmul_op(m, n, k, direction, dtype);
+  // Each further group's weights: read (in), and in the backward their gradient written (out).
+  const int64_t in = bytes_per_element(dtype);
+  const int64_t out = dtype == DType::kFp8 ? 2 : in;
+  op.bytes += (groups - 1) * k * n * (direction == Direction::kForward ? in : in + out);
+  op.dims[3] = groups;
+  return op;
+}
+
 int64_t causal_pairs(int64_t s, int64_t window) {
   if (window <= 0 || window >= s) return s * (s + 1) / 2;
   return window * (window + 1) / 2 + (s - window) * window;

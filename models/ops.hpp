@@ -27,7 +27,9 @@ int64_t bytes_per_element(DType dtype);
 const char* to_string(DType dtype);
 
 enum class OpKind : uint8_t {
-  kMatmul,          // dims {m, n, k}: (m x k) @ (k x n)
+  // dims {m, n, k, groups}: (m x k) @ (k x n); groups > 1: a grouped GEMM, `groups` products of
+  // m / groups rows each with weights of their own (an MoE layer's local experts) in one kernel.
+  kMatmul,
   kAttention,       // dims {b, s, heads, head_dim}: QK^T, scale-mask-softmax, dropout, scores @ V
   kFlashAttention,  // dims {b, s, heads, head_dim}: the same in one fused kernel (FlashAttention)
   kNorm,            // dims {rows, width}: LayerNorm or RMSNorm
@@ -98,6 +100,11 @@ struct OpShape {
 
 // Constructors that derive flops and bytes from the shape (see op_shape.cpp for each formula).
 OpShape matmul_op(int64_t m, int64_t n, int64_t k, Direction direction, DType dtype);
+// `groups` products of (m / groups x k) @ (k x n), each with its own weights (Megatron's
+// --moe-grouped-gemm over a rank's local experts): one kernel; FLOPs and activation bytes as
+// matmul_op's of m rows, weight bytes `groups` times.
+OpShape grouped_matmul_op(int64_t groups, int64_t m, int64_t n, int64_t k, Direction direction,
+                          DType dtype);
 // `window`: the sliding-window span (Mistral's sliding_window) or 0 for full causal attention.
 OpShape attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim, int64_t kv_heads,
                      int64_t window, Direction direction, DType dtype);

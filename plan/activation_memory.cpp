@@ -1,5 +1,7 @@
 #include "plan/activation_memory.hpp"
 
+#include "plan/moe_dims.hpp"
+
 namespace strata {
 
 namespace {
@@ -16,9 +18,41 @@ Dims dims_of(const ParallelPlan& plan) {
           plan.sequence_parallel ? plan.tp : 1};
 }
 
+// An MoE layer's MLP (Megatron-Core's MoELayer, what autograd keeps for the backward): the
+// router's input (the norm's output, which the shared experts read too) and its fp32
+// probabilities over the experts (the softmax's or sigmoid's output, T x E), the experts' input
+// after dispatch, their up products' output and the activation's, the experts' outputs the
+// unpermutation weights by the probabilities (whose gradient needs them: back at the rank's
+// T x k token slots under the all-to-all dispatcher, on the expert rows under the all-gather
+// one), and the shared experts' activation input and output as a dense MLP's, with the gated
+// output and the fp32 gate of Qwen-MoE's shared-expert gate.
+void add_moe_mlp(const ModelSpec& model, const ParallelPlan& plan, std::vector<StoredTensor>& out) {
+  const DType e = plan.dtype;
+  const int64_t h = model.hidden;
+  const MoeDims m = moe_dims(model, plan);
+  const int64_t sb = plan.seq_len * plan.micro_batch;
+  const auto add = [&](const char* name, int64_t r, int64_t c, DType dtype) {
+    out.push_back({name, {{r, c, 1, 1}, dtype}, ActivationPart::kMlp});
+  };
+  add("up_in", m.tokens, h, e);
+  add("router_probs", m.tokens, model.experts, DType::kFp32);
+  add("expert_in", m.expert_rows, h, e);
+  add("expert_act_in", m.expert_rows, m.expert_up, e);
+  add("expert_down_in", m.expert_rows, m.expert_ffn, e);
+  const bool all_to_all = plan.moe_dispatcher == MoeDispatcher::kAllToAll;
+  add("expert_out", all_to_all ? m.tokens * model.experts_per_token : m.expert_rows, h, e);
+  if (m.shared_ffn == 0) return;
+  add("shared_act_in", sb, m.shared_up, e);
+  add("shared_down_in", sb, m.shared_ffn, e);
+  if (!model.shared_expert_gate) return;
+  add("shared_out", m.tokens, h, e);
+  add("shared_gate", m.tokens, 1, DType::kFp32);
+}
+
 }  // namespace
 
-std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& model, const ParallelPlan& plan) {
+std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& model, const ParallelPlan& plan,
+                                               bool moe) {
   const Dims d = dims_of(plan);
   const DType e = plan.dtype;
   const int64_t h = model.hidden;
@@ -66,18 +100,22 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& model, const Par
   if (post_norms) add("post_attn_norm_in", matrix(rows, h, e), P::kNorms);
   if (block != LayerBlock::kPostNorm && block != LayerBlock::kParallel)
     add("norm2_in", matrix(rows, h, e), P::kNorms);
-  // A parallel block's MLP reads the tensor the QKV product read when the two share a norm.
-  if (block != LayerBlock::kParallel) add("up_in", matrix(rows, h, gemm_in), P::kMlp);
-  add("act_in", matrix(d.sb, (model.gated_mlp() ? 2 : 1) * f, e), P::kMlp);  // the activation's
-  add("down_in", matrix(d.sb, f, gemm_in), P::kMlp);
+  if (moe) {
+    add_moe_mlp(model, plan, out);
+  } else {
+    // A parallel block's MLP reads the tensor the QKV product read when the two share a norm.
+    if (block != LayerBlock::kParallel) add("up_in", matrix(rows, h, gemm_in), P::kMlp);
+    add("act_in", matrix(d.sb, (model.gated_mlp() ? 2 : 1) * f, e), P::kMlp);  // the activation's
+    add("down_in", matrix(d.sb, f, gemm_in), P::kMlp);
+  }
   if (dropout) add("mlp_mask", matrix(rows, h, DType::kU8), P::kMlp);
   if (post_norms) add("post_mlp_norm_in", matrix(rows, h, e), P::kNorms);
   return out;
 }
 
-LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& plan) {
+LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& plan, bool moe) {
   LayerActivations act;
-  for (const StoredTensor& t : layer_stored_tensors(model, plan)) {
+  for (const StoredTensor& t : layer_stored_tensors(model, plan, moe)) {
     const int64_t bytes = t.shape.bytes();
     switch (t.part) {
       case ActivationPart::kNorms:
@@ -146,7 +184,7 @@ std::vector<StoredTensor> op_selective_tensors(const ModelSpec& model, const Par
     }
   }
   out.push_back({"out_in", matrix(d.sb, model.q_hidden() / d.t), P::kAttention});
-  for (const StoredTensor& t : layer_stored_tensors(model, plan)) {
+  for (const StoredTensor& t : layer_stored_tensors(model, plan, false)) {
     if (t.part == P::kSoftmaxLse) out.push_back(t);
   }
   return out;
@@ -162,8 +200,8 @@ int64_t total_bytes(const std::vector<StoredTensor>& tensors) {
 
 }  // namespace
 
-int64_t stored_layer_activation_bytes(const ModelSpec& model, const ParallelPlan& plan) {
-  const LayerActivations act = layer_activations(model, plan);
+int64_t stored_layer_activation_bytes(const ModelSpec& model, const ParallelPlan& plan, bool moe) {
+  const LayerActivations act = layer_activations(model, plan, moe);
   switch (plan.recompute) {
     case RecomputeKind::kNone:
       return act.total();

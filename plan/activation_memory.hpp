@@ -51,12 +51,15 @@ struct StoredTensor {
   TensorShape shape;
   ActivationPart part;
 };
-// Every tensor one layer stores without recompute, per rank and micro-batch, in forward order.
-std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& model, const ParallelPlan& plan);
+// Every tensor one layer stores without recompute, per rank and micro-batch, in forward order: a
+// dense layer's, or with `moe` an MoE layer's, whose MLP part is the router's, the experts' and
+// the shared experts' (activation_memory.cpp, add_moe_mlp).
+std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& model, const ParallelPlan& plan,
+                                               bool moe);
 
 // Everything one layer stores without recompute, per rank and micro-batch: the sums of
 // layer_stored_tensors by part.
-LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& plan);
+LayerActivations layer_activations(const ModelSpec& model, const ParallelPlan& plan, bool moe);
 
 // The matrix products of a transformer block in forward order, as torchtitan's Llama runs them:
 // Q, K, V, the attention output, the MLP's gate (SwiGLU only), up and down products.
@@ -76,7 +79,7 @@ std::vector<StoredTensor> op_selective_tensors(const ModelSpec& model, const Par
 // attention, so selective keeps total() there); full: the layer input; selective-op: the layer
 // input, the saved products' outputs and the attention kernel's output and log-sum-exp (the
 // policy's _save_list: mm, the SDPA kernels, reduce_scatter and max).
-int64_t stored_layer_activation_bytes(const ModelSpec& model, const ParallelPlan& plan);
+int64_t stored_layer_activation_bytes(const ModelSpec& model, const ParallelPlan& plan, bool moe);
 
 // The layer input kept as the checkpoint under full recompute: e sbh (/t with sequence parallel).
 int64_t layer_input_bytes(const ModelSpec& model, const ParallelPlan& plan);

@@ -551,15 +551,15 @@ LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& pla
       stage_params(stage_parameters(model, plan)),
       ops(build_op_table(model, plan, graph)),
       slots(model, plan, graph),
-      layer_specs(layer_param_specs(model, plan)),
+      layer_specs(layer_param_specs(model, plan, false)),
       layer_params(layer_specs),
       layer_block(layer_specs, plan, graph),
       embedding_block(embedding_param_specs(model, plan), plan, graph),
       head_block(head_param_specs(model, plan), plan, graph) {
   const int64_t e = bytes_per_element(plan.dtype);
   tp_message_bytes = e * plan.seq_len * plan.micro_batch * model.hidden;
-  const LayerActivations act = layer_activations(model, plan);
-  stored_bytes = stored_layer_activation_bytes(model, plan);
+  const LayerActivations act = layer_activations(model, plan, false);
+  stored_bytes = stored_layer_activation_bytes(model, plan, false);
   full_layer_bytes = act.total();
   layer_input_bytes = strata::layer_input_bytes(model, plan);
   pipe_bytes = pipeline_message_bytes(model, plan);

@@ -1,11 +1,13 @@
 #include "plan/lowering_tensors.hpp"
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 
 #include "common/error.hpp"
 #include "plan/activation_memory.hpp"
 #include "plan/memory_plan.hpp"
+#include "plan/moe_dims.hpp"
 #include "plan/shard_sizes.hpp"
 
 namespace strata {
@@ -34,6 +36,15 @@ constexpr std::array<const char*, kSlotCount> kSlotNames = {
     "up_in",              // kUpIn
     "act_in",             // kActIn
     "down_in",            // kDownIn
+    "router_probs",       // kRouterProbs
+    "expert_in",          // kExpertIn
+    "expert_act_in",      // kExpertActIn
+    "expert_down_in",     // kExpertDownIn
+    "expert_out",         // kExpertOut
+    "shared_act_in",      // kSharedActIn
+    "shared_down_in",     // kSharedDownIn
+    "shared_out",         // kSharedOut
+    "shared_gate",        // kSharedGate
     "mlp_mask",           // kMlpMask
     "post_mlp_norm_in",   // kPostMlpNormIn
     "x_ckpt",             // kCheckpoint
@@ -46,6 +57,13 @@ constexpr std::array<const char*, kSlotCount> kSlotNames = {
     "branch",             // kBranch
     "act_out",            // kActOut
     "out_in_fp8",         // kOutInFp8
+    "router_logits",      // kRouterLogits
+    "moe_tokens",         // kMoeTokens
+    "moe_dispatched",     // kMoeDispatched
+    "moe_gathered",       // kMoeGathered
+    "expert_proj",        // kExpertProj
+    "moe_out",            // kMoeOut
+    "moe_rows",           // kMoeRows
     "dstream",            // kDStream
     "dgathered",          // kDGathered
     "dbranch",            // kDBranch
@@ -59,6 +77,18 @@ constexpr std::array<const char*, kSlotCount> kSlotNames = {
     "dproj_fp8",          // kDProjFp8
     "dact_in_fp8",        // kDActInFp8
     "dqkv_fp8",           // kDQkvFp8
+    "drouter_probs",      // kDRouterProbs
+    "dmoe_tokens",        // kDMoeTokens
+    "dmoe_dispatched",    // kDMoeDispatched
+    "dexpert_out",        // kDExpertOut
+    "dexpert_down_in",    // kDExpertDownIn
+    "dexpert_act_in",     // kDExpertActIn
+    "dexpert_in",         // kDExpertIn
+    "dmoe_gathered",      // kDMoeGathered
+    "dup_in",             // kDUpIn
+    "dshared_down_in",    // kDSharedDownIn
+    "dshared_act_in",     // kDSharedActIn
+    "dshared_out",        // kDSharedOut
     "head_in",            // kHeadIn
     "lm_in",              // kLmIn
     "logits",             // kLogits
@@ -85,13 +115,18 @@ SlotTable::SlotTable(const ModelSpec& model, const ParallelPlan& plan, TaskGraph
   const auto set = [&](Slot slot, TensorShape s) {
     shape[static_cast<size_t>(slot)] = graph.add_shape(s);
   };
-  for (const StoredTensor& t : layer_stored_tensors(model, plan)) {
-    for (int s = 0; s < kStoredSlotCount; ++s) {
-      if (std::string_view(kSlotNames[s]) != t.name) continue;
-      shape[static_cast<size_t>(s)] = graph.add_shape(t.shape);
-      stored[static_cast<size_t>(s)] = true;
+  // A slot both kinds of layer store has one shape (the attention's, the norms').
+  const auto add_stored = [&](bool moe, std::array<bool, kStoredSlotCount>& kept) {
+    for (const StoredTensor& t : layer_stored_tensors(model, plan, moe)) {
+      for (int s = 0; s < kStoredSlotCount; ++s) {
+        if (std::string_view(kSlotNames[s]) != t.name) continue;
+        shape[static_cast<size_t>(s)] = graph.add_shape(t.shape);
+        kept[static_cast<size_t>(s)] = true;
+      }
     }
-  }
+  };
+  add_stored(false, stored);
+  if (model.moe()) add_stored(true, moe_stored);
   const DType e = plan.dtype;
   const int64_t t = plan.tp;
   const int64_t n = plan.seq_len * plan.micro_batch;
@@ -132,13 +167,33 @@ SlotTable::SlotTable(const ModelSpec& model, const ParallelPlan& plan, TaskGraph
   // A pipeline message: the rank's 1/t slice of the boundary tensor (pipeline_message_bytes).
   set(Slot::kMessage, matrix(n * h / t, 1, e));
   set(Slot::kGradNorm, matrix(1, 1, DType::kFp32));
+  if (model.moe()) {
+    const MoeDims m = moe_dims(model, plan);
+    const int64_t slots = m.tokens * model.experts_per_token;  // the rank's token slots
+    const int64_t dispatched = m.expert_rows / plan.expert_tp();
+    set(Slot::kRouterLogits, matrix(m.tokens, model.experts, DType::kFp32));
+    set(Slot::kDRouterProbs, matrix(m.tokens, model.experts, DType::kFp32));
+    for (const Slot slot : {Slot::kMoeTokens, Slot::kDMoeTokens}) set(slot, matrix(slots, h, e));
+    for (const Slot slot : {Slot::kMoeDispatched, Slot::kDMoeDispatched})
+      set(slot, matrix(dispatched, h, e));
+    for (const Slot slot : {Slot::kMoeGathered, Slot::kMoeOut, Slot::kDMoeGathered})
+      set(slot, matrix(m.gathered_tokens, h, e));
+    for (const Slot slot : {Slot::kExpertProj, Slot::kDExpertOut, Slot::kDExpertIn})
+      set(slot, matrix(m.expert_rows, h, e));
+    set(Slot::kDExpertDownIn, matrix(m.expert_rows, m.expert_ffn, e));
+    set(Slot::kDExpertActIn, matrix(m.expert_rows, m.expert_up, e));
+    for (const Slot slot : {Slot::kMoeRows, Slot::kDUpIn, Slot::kDSharedOut})
+      set(slot, matrix(m.tokens, h, e));
+    set(Slot::kDSharedDownIn, matrix(n, std::max<int64_t>(1, m.shared_ffn), e));
+    set(Slot::kDSharedActIn, matrix(n, std::max<int64_t>(1, m.shared_up), e));
+  }
   if (plan.recompute == RecomputeKind::kSelectiveOp) {
     int64_t saved = 0;
     for (const StoredTensor& st : op_selective_tensors(model, plan)) {
       op_saved.emplace_back(graph.add_tensor_name(st.name), graph.add_shape(st.shape));
       saved += st.shape.bytes();
     }
-    const int64_t rebuilt = layer_activations(model, plan).total() - saved;
+    const int64_t rebuilt = layer_activations(model, plan, false).total() - saved;
     STRATA_ASSERT(rebuilt >= 0, "selective-op keeps less than the whole layer");
     rebuilt_shape = graph.add_shape({{rebuilt, 1, 1, 1}, DType::kU8});
   }

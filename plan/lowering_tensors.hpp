@@ -90,6 +90,18 @@ enum class Slot : uint8_t {
   kUpIn,
   kActIn,
   kDownIn,
+  // An MoE layer's (add_moe_mlp): router probabilities, the experts' input, up output,
+  // activation output and output, the shared experts' activation input and output, and with
+  // Qwen-MoE's gate the shared experts' reduced output and the gate.
+  kRouterProbs,
+  kExpertIn,
+  kExpertActIn,
+  kExpertDownIn,
+  kExpertOut,
+  kSharedActIn,
+  kSharedDownIn,
+  kSharedOut,
+  kSharedGate,
   kMlpMask,
   kPostMlpNormIn,
   // Full recompute's checkpoint of the layer input; selective-op's rebuilt buffer.
@@ -107,6 +119,17 @@ enum class Slot : uint8_t {
   kBranch,
   kActOut,
   kOutInFp8,
+  // An MoE layer's, forward: the router's logits, the rank's tokens permuted by expert (T x k
+  // rows), the tokens dispatched to the rank's experts (before the expert-TP gather), the tokens
+  // the all-gather dispatcher gathers, the experts' products before the expert-TP reduction, the
+  // unpermuted output (partial sums under the all-gather dispatcher) and its reduced rows.
+  kRouterLogits,
+  kMoeTokens,
+  kMoeDispatched,
+  kMoeGathered,
+  kExpertProj,
+  kMoeOut,
+  kMoeRows,
   // Backward: the residual stream's gradient, a gathered output gradient, a post-norm's input
   // gradient, a dropped branch's output gradient (the stream's through the dropout mask), the
   // inner tensors' gradients, a column-parallel product's input gradient (partial
@@ -124,6 +147,22 @@ enum class Slot : uint8_t {
   kDProjFp8,
   kDActInFp8,
   kDQkvFp8,
+  // An MoE layer's, backward: the gradients of the router's probabilities (then its logits, in
+  // place), of the permuted and dispatched tokens, of the experts' tensors, of the gathered tokens
+  // (all-gather dispatcher), of the router's input from the experts' side, and of the shared
+  // experts' tensors.
+  kDRouterProbs,
+  kDMoeTokens,
+  kDMoeDispatched,
+  kDExpertOut,
+  kDExpertDownIn,
+  kDExpertActIn,
+  kDExpertIn,
+  kDMoeGathered,
+  kDUpIn,
+  kDSharedDownIn,
+  kDSharedActIn,
+  kDSharedOut,
   // The head's stored tensors (the final norm's input and output, e sbh each, /t under sequence
   // parallelism, and the fp32 logits of the vocabulary shard, 4 sb v/t), and its scratch: the
   // gathered norm output (sequence parallel), the loss's per-token values and the logits'
@@ -152,14 +191,15 @@ inline constexpr int kSlotCount = static_cast<int>(Slot::kCount);
 inline constexpr int kStoredSlotCount = static_cast<int>(Slot::kCheckpoint);
 
 // A list of tensor ids the lowering builds per layer and pass (a layer's stored tensors, a
-// block's parameters to gather), held inline up to a layer's 17 stored slots or a layer block's 18
-// parameters so that building it does not allocate, passed on as a span.
-class TensorIds : public boost::container::small_vector<TensorId, 18> {
+// block's parameters to gather), held inline up to every stored slot (a dense layer keeps at most
+// 17, an MoE layer 23) or a layer block's 18 parameters so that building it does not allocate,
+// passed on as a span.
+class TensorIds : public boost::container::small_vector<TensorId, 26> {
  public:
   using small_vector::small_vector;
   operator std::span<const TensorId>() const { return {data(), size()}; }
 };
-static_assert(kStoredSlotCount <= 18, "a layer's stored tensors fit TensorIds inline");
+static_assert(kStoredSlotCount <= 26, "a layer's stored tensors fit TensorIds inline");
 
 // Names and shapes of the slots, interned in the graph.
 struct SlotTable {
@@ -167,8 +207,10 @@ struct SlotTable {
 
   std::array<uint8_t, kSlotCount> name{};
   std::array<int32_t, kSlotCount> shape{};
-  // Which stored slots a layer keeps under the plan: all of layer_stored_tensors.
+  // Which stored slots a layer keeps under the plan: all of layer_stored_tensors, a dense
+  // layer's and an MoE layer's.
   std::array<bool, kStoredSlotCount> stored{};
+  std::array<bool, kStoredSlotCount> moe_stored{};
   // Selective-op's saved tensors (op_selective_tensors), beside the rebuilt buffer.
   std::vector<std::pair<uint8_t, int32_t>> op_saved;
   int32_t rebuilt_shape = -1;

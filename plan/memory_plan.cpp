@@ -127,7 +127,15 @@ MemoryPlan plan_memory(const TaskGraph& graph, const ModelSpec& model, const Par
 int64_t peak_memory_lower_bound_bytes(const ModelSpec& model, const ParallelPlan& plan) {
   const std::vector<int64_t> stage_layers = layers_per_stage(plan, model);
   const std::vector<int64_t> parameters = stage_parameters(model, plan);
-  const int64_t stored = stored_layer_activation_bytes(model, plan);
+  // What one micro-batch leaves stored on each stage: its layers', dense and MoE.
+  const int64_t dense = stored_layer_activation_bytes(model, plan, false);
+  const int64_t moe = model.moe() ? stored_layer_activation_bytes(model, plan, true) : 0;
+  std::vector<int64_t> stored(static_cast<size_t>(plan.pp), 0);
+  const std::vector<ChunkLayers> chunks = chunk_layout(plan, model);
+  for (size_t v = 0; v < chunks.size(); ++v) {
+    for (int64_t l = chunks[v].first; l < chunks[v].first + chunks[v].count; ++l)
+      stored[v % static_cast<size_t>(plan.pp)] += model.is_moe_layer(l) ? moe : dense;
+  }
   const int64_t micro_batches = plan.micro_batches();
   int64_t peak = 0;
   for (int64_t s = 0; s < plan.pp; ++s) {
@@ -136,7 +144,7 @@ int64_t peak_memory_lower_bound_bytes(const ModelSpec& model, const ParallelPlan
                                   : std::min(plan.pp - s, micro_batches);
     const int64_t states = model_state_bytes(parameters[static_cast<size_t>(s)], plan).total() +
                            fp8_weight_copy_bytes(model, plan, stage_layers[static_cast<size_t>(s)]);
-    peak = std::max(peak, states + in_flight * stage_layers[static_cast<size_t>(s)] * stored);
+    peak = std::max(peak, states + in_flight * stored[static_cast<size_t>(s)]);
   }
   return peak;
 }

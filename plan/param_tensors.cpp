@@ -1,5 +1,7 @@
 #include "plan/param_tensors.hpp"
 
+#include "plan/moe_dims.hpp"
+
 namespace strata {
 
 namespace {
@@ -10,9 +12,29 @@ void add_norm(std::vector<ParamTensorSpec>& specs, const ModelSpec& model, const
   if (model.norm == NormKind::kLayerNorm) specs.push_back({name + "_b", width, 1, false, true});
 }
 
+// An MoE layer's MLP: the router (replicated over TP: each rank routes its own tokens), V3's
+// balancing bias, the rank's local experts with each product's weights stacked by expert (split
+// over expert tensor parallelism as a dense MLP over TP), and the shared experts as a dense MLP
+// with their gate. No biases (every released MoE family).
+void add_moe(std::vector<ParamTensorSpec>& specs, const ModelSpec& model,
+             const ParallelPlan& plan) {
+  const int64_t h = model.hidden;
+  const MoeDims d = moe_dims(model, plan);
+  specs.push_back({"router_w", model.experts, h, false, true});
+  if (model.router_bias) specs.push_back({"router_b", model.experts, 1, false, true});
+  specs.push_back({"experts_up_w", d.local_experts * d.expert_up, h, true, false});
+  specs.push_back({"experts_down_w", h, d.local_experts * d.expert_ffn, true, false});
+  if (d.shared_ffn > 0) {
+    specs.push_back({"shared_up_w", d.shared_up, h, true, false});
+    specs.push_back({"shared_down_w", h, d.shared_ffn, true, false});
+    if (model.shared_expert_gate) specs.push_back({"shared_gate_w", 1, h, false, true});
+  }
+}
+
 }  // namespace
 
-std::vector<ParamTensorSpec> layer_param_specs(const ModelSpec& model, const ParallelPlan& plan) {
+std::vector<ParamTensorSpec> layer_param_specs(const ModelSpec& model, const ParallelPlan& plan,
+                                               bool moe) {
   const int64_t h = model.hidden;
   const int64_t t = plan.tp;
   const int64_t qkv = (model.q_hidden() + 2 * model.kv_hidden()) / t;
@@ -37,10 +59,14 @@ std::vector<ParamTensorSpec> layer_param_specs(const ModelSpec& model, const Par
   if (post) add_norm(specs, model, "post_attn_norm", h);
   if (model.block != LayerBlock::kPostNorm && model.block != LayerBlock::kParallel)
     add_norm(specs, model, "norm2", h);
-  specs.push_back({"up_w", up, h, true, false});
-  if (model.linear_bias) specs.push_back({"up_b", up, 1, false, false});
-  specs.push_back({"down_w", h, f, true, false});
-  if (model.linear_bias) specs.push_back({"down_b", h, 1, false, true});
+  if (moe) {
+    add_moe(specs, model, plan);
+  } else {
+    specs.push_back({"up_w", up, h, true, false});
+    if (model.linear_bias) specs.push_back({"up_b", up, 1, false, false});
+    specs.push_back({"down_w", h, f, true, false});
+    if (model.linear_bias) specs.push_back({"down_b", h, 1, false, true});
+  }
   if (post) add_norm(specs, model, "post_mlp_norm", h);
   return specs;
 }

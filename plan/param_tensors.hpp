@@ -29,7 +29,10 @@ struct ParamTensorSpec {
   int64_t elements() const { return rows * cols; }
 };
 
-std::vector<ParamTensorSpec> layer_param_specs(const ModelSpec& model, const ParallelPlan& plan);
+// A dense layer's, or with `moe` an MoE layer's (ModelSpec::is_moe_layer), with its router and
+// experts in place of the dense MLP.
+std::vector<ParamTensorSpec> layer_param_specs(const ModelSpec& model, const ParallelPlan& plan,
+                                               bool moe);
 // The token embedding's shard, then learned positions.
 std::vector<ParamTensorSpec> embedding_param_specs(const ModelSpec& model,
                                                    const ParallelPlan& plan);

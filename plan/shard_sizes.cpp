@@ -1,5 +1,7 @@
 #include "plan/shard_sizes.hpp"
 
+#include "plan/moe_dims.hpp"
+
 namespace strata {
 
 ShardSizes shard_sizes(const ModelSpec& model, const ParallelPlan& plan) {
@@ -22,6 +24,17 @@ ShardSizes shard_sizes(const ModelSpec& model, const ParallelPlan& plan) {
   if (model.qk_norm == QkNorm::kPerHead) qk_norm = 2 * model.head_dim();
   if (model.qk_norm == QkNorm::kWhole) qk_norm = (q + kv) / t;
   sizes.layer = layer + model.norms_per_layer() * norm + qk_norm;
+  if (model.moe()) {
+    // The dense MLP's products and biases out, the MoE layer's in (plan/param_tensors.cpp).
+    const MoeDims d = moe_dims(model, plan);
+    int64_t mlp = up_matrices * h * (f / t) + (f / t) * h;
+    if (model.linear_bias) mlp += up_matrices * (f / t) + h;
+    int64_t moe = model.experts * h + d.local_experts * (d.expert_up + d.expert_ffn) * h +
+                  (d.shared_up + d.shared_ffn) * h;
+    if (model.router_bias) moe += model.experts;
+    if (d.shared_ffn > 0 && model.shared_expert_gate) moe += h;
+    sizes.moe_layer = sizes.layer - mlp + moe;
+  }
   sizes.embedding = sizes.vocab_shard * h;
   if (model.position == PositionKind::kLearned) sizes.embedding += model.max_seq * h;
   const bool head_matrix = !model.tied_embeddings || plan.pp > 1;
@@ -32,9 +45,12 @@ ShardSizes shard_sizes(const ModelSpec& model, const ParallelPlan& plan) {
 
 std::vector<int64_t> stage_parameters(const ModelSpec& model, const ParallelPlan& plan) {
   const ShardSizes sizes = shard_sizes(model, plan);
-  const auto layers = layers_per_stage(plan, model);
-  std::vector<int64_t> params(layers.size());
-  for (size_t s = 0; s < layers.size(); ++s) params[s] = layers[s] * sizes.layer;
+  std::vector<int64_t> params(static_cast<size_t>(plan.pp), 0);
+  const std::vector<ChunkLayers> chunks = chunk_layout(plan, model);
+  for (size_t v = 0; v < chunks.size(); ++v) {
+    for (int64_t l = chunks[v].first; l < chunks[v].first + chunks[v].count; ++l)
+      params[v % static_cast<size_t>(plan.pp)] += sizes.of_layer(model, l);
+  }
   params.front() += sizes.embedding;
   params.back() += sizes.head;
   return params;

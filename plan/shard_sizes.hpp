@@ -13,12 +13,20 @@
 namespace strata {
 
 struct ShardSizes {
-  int64_t layer = 0;               // one transformer layer, per TP rank
+  int64_t layer = 0;  // one dense transformer layer, per TP rank
+  // One MoE layer (ModelSpec::experts): its attention and norms as a dense layer's, the router,
+  // the rank's E / ep local experts split over expert TP, and the shared experts split over TP.
+  int64_t moe_layer = 0;
   int64_t layer_gemm_weights = 0;  // of which the four GEMMs' weight matrices (FP8 under fp8)
   int64_t embedding = 0;           // token embedding shard (+ positions) on the first stage
   int64_t head = 0;         // final norm + LM head shard on the last stage (a tied embedding's
                             // copy there when pp > 1, as Megatron keeps one)
   int64_t vocab_shard = 0;  // vocabulary rows per TP rank
+
+  // Layer `layer`'s (0-based), MoE or dense.
+  int64_t of_layer(const ModelSpec& model, int64_t layer) const {
+    return model.is_moe_layer(layer) ? moe_layer : this->layer;
+  }
 };
 
 ShardSizes shard_sizes(const ModelSpec& model, const ParallelPlan& plan);

@@ -43,7 +43,11 @@ TimeNs compute_time_ns(const DeviceSpec& device, const DeviceEfficiency& efficie
   const auto bytes = static_cast<double>(op.bytes);
   double seconds = 0;
   if (flops > 0) {
-    seconds = flops / (device.peak_flops(op.dtype) * eff.flops.at(flops));
+    // A grouped GEMM runs each group's tiles at the efficiency of a product of the group's size.
+    const double per_group = op.kind == OpKind::kMatmul && op.dims[3] > 1
+                                 ? flops / static_cast<double>(op.dims[3])
+                                 : flops;
+    seconds = flops / (device.peak_flops(op.dtype) * eff.flops.at(per_group));
   }
   if (bytes > 0) {
     const double memory_s = bytes / (device.hbm_bw_gbps * kBytesPerGB * eff.memory.at(bytes));

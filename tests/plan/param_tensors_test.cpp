@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "models/model_reader.hpp"
+#include "models/model_spec.hpp"
 #include "plan/param_tensors.hpp"
 #include "plan/shard_sizes.hpp"
 
@@ -41,11 +42,43 @@ TEST_CASE("each block's parameter tensors hold its shard's parameters", "[params
         plan.pp = pp;
         const ShardSizes sizes = shard_sizes(model, plan);
         INFO(name << " tp " << tp << " pp " << pp);
-        const std::vector<ParamTensorSpec> layer = layer_param_specs(model, plan);
+        const std::vector<ParamTensorSpec> layer = layer_param_specs(model, plan, false);
         CHECK(total(layer) == sizes.layer);
         CHECK(gemm_weights(layer) == sizes.layer_gemm_weights);
         CHECK(total(embedding_param_specs(model, plan)) == sizes.embedding);
         CHECK(total(head_param_specs(model, plan)) == sizes.head);
+      }
+    }
+  }
+}
+
+// An MoE layer's tensors on one rank (its router, its E / ep experts over expert TP, the shared
+// experts over TP) hold what shard_sizes counts; over the whole expert-parallel and
+// tensor-parallel group they hold the layer's count from the models library (ModelSpec's
+// attention, norms and MoE MLP, checked there against Mistral's and Qwen's published totals),
+// with the router and the replicated vectors once per TP rank.
+TEST_CASE("an MoE layer's parameter tensors hold its shard and, over tp x ep, the layer",
+          "[params][moe]") {
+  for (const char* family : {"mixtral-8x7b", "qwen1.5-moe-a2.7b", "qwen3-30b-a3b"}) {
+    const ModelSpec model =
+        load_model(std::string(STRATA_SOURCE_DIR) + "/tests/models/data/" + family + ".json");
+    const ParameterCount count = count_parameters(model);
+    for (const int64_t tp : {1, 2, 4}) {
+      for (const int64_t ep : {1, 2, 4}) {
+        ParallelPlan plan;
+        plan.tp = tp;
+        plan.ep = ep;
+        plan.dp = ep;
+        INFO(family << " tp " << tp << " ep " << ep);
+        const std::vector<ParamTensorSpec> specs = layer_param_specs(model, plan, true);
+        CHECK(total(specs) == shard_sizes(model, plan).moe_layer);
+        int64_t split = 0;       // the parts split over the group's ranks
+        int64_t replicated = 0;  // the parts every TP rank holds whole
+        for (const ParamTensorSpec& s : specs) {
+          const bool expert = s.name.rfind("experts_", 0) == 0;
+          (s.replicated ? replicated : split) += s.elements() * (expert ? ep : 1);
+        }
+        CHECK(tp * split + replicated == count.attention + count.norms + count.moe_mlp);
       }
     }
   }

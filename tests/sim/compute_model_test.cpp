@@ -46,6 +46,31 @@ TEST_CASE("op time is the roofline plus launch overhead", "[sim][compute]") {
         Approx(norm_ns + 1000).margin(1.0));
 }
 
+// A grouped GEMM (Megatron's --moe-grouped-gemm) of G groups of m / G rows each does the work of
+// one m-row product with G weight matrices, in one kernel: its FLOPs are 2mnk, its bytes the
+// m-row product's plus G - 1 more weights read (forward) or read and their gradients written
+// (backward), and each group's tiles run at the efficiency of a product of the group's FLOPs
+// (2mnk / G): on the A100's default curve, 8 groups of 512 x 4096 x 4096 (2.1e10 FLOPs each)
+// take the time of 8 such products less 7 launches, longer than one 4096-row product.
+TEST_CASE("a grouped GEMM prices each group at its own size, in one launch", "[sim][compute]") {
+  const DeviceSpec a100 = load_device("a100-80gb");
+  const DeviceEfficiency eff = default_efficiency(a100);
+  const auto fwd = Direction::kForward;
+  const auto bwd = Direction::kBackward;
+  const OpShape grouped = grouped_matmul_op(8, 4096, 4096, 4096, fwd, DType::kBf16);
+  const OpShape whole = matmul_op(4096, 4096, 4096, fwd, DType::kBf16);
+  CHECK(grouped.flops == whole.flops);
+  CHECK(grouped.bytes == whole.bytes + 7 * 4096 * 4096 * 2);
+  CHECK(grouped_matmul_op(8, 4096, 4096, 4096, bwd, DType::kBf16).bytes ==
+        matmul_op(4096, 4096, 4096, bwd, DType::kBf16).bytes + 7 * 4096 * 4096 * (2 + 2));
+  const OpShape group = matmul_op(512, 4096, 4096, fwd, DType::kBf16);
+  const double launch = static_cast<double>(a100.launch_overhead_ns);
+  const double groups_ns = static_cast<double>(compute_time_ns(a100, eff, group)) - launch;
+  CHECK(static_cast<double>(compute_time_ns(a100, eff, grouped)) ==
+        Approx(8 * groups_ns + launch).margin(8.0));
+  CHECK(compute_time_ns(a100, eff, grouped) > compute_time_ns(a100, eff, whole));
+}
+
 // The built-in tables of other devices scale the A100's compute-bound curves by their measured
 // matmul maximum over peak (hardware.csv): H100 794.5/989 against A100 271.2/312.
 TEST_CASE("H100 defaults scale the A100 matmul curve by the measured maxima", "[sim][compute]") {
