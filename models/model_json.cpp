@@ -12,7 +12,6 @@ nlohmann::json model_to_json(const ModelSpec& model) {
       {"hidden", model.hidden},
       {"heads", model.heads},
       {"kv_heads", model.kv_heads},
-      {"head_dim", model.head_dim()},
       {"ffn_hidden", model.ffn_hidden},
       {"vocab", model.vocab},
       {"max_seq", model.max_seq},
@@ -31,6 +30,8 @@ nlohmann::json model_to_json(const ModelSpec& model) {
       {"global_every", model.global_every},
       {"rope_theta", model.rope_theta},
   };
+  // Latent attention states its head widths in its own fields (below), and refuses head_dim.
+  if (!model.latent_attention()) json["head_dim"] = model.head_dim();
   // The rates mean something only with dropout, and the reader takes them only then.
   if (model.dropout) {
     json["hidden_dropout"] = model.hidden_dropout;
@@ -44,7 +45,22 @@ nlohmann::json model_to_json(const ModelSpec& model) {
     json["shared_expert_ffn_hidden"] = model.shared_expert_ffn_hidden;
     json["shared_expert_gate"] = model.shared_expert_gate;
     json["first_dense_layers"] = model.first_dense_layers;
+    json["router_score"] = to_string(model.router_score);
+    json["router_groups"] = model.router_groups;
+    json["router_group_limit"] = model.router_group_limit;
+    json["router_bias"] = model.router_bias;
+    json["capacity_factor"] = model.capacity_factor;
   }
+  // Latent attention's fields for latent-attention models only, and multi-token prediction for
+  // models that have it, for the same reason.
+  if (model.latent_attention()) {
+    json["q_lora_rank"] = model.q_lora_rank;
+    json["kv_lora_rank"] = model.kv_lora_rank;
+    json["qk_nope_head_dim"] = model.qk_nope_head_dim;
+    json["qk_rope_head_dim"] = model.qk_rope_head_dim;
+    json["v_head_dim"] = model.v_head_dim;
+  }
+  if (model.mtp_layers > 0) json["mtp_layers"] = model.mtp_layers;
   return json;
 }
 

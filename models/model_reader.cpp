@@ -12,6 +12,7 @@
 #include "common/error.hpp"
 #include "common/json_input.hpp"
 #include "common/zoo.hpp"
+#include "models/deepseek_config.hpp"
 
 namespace strata {
 
@@ -23,14 +24,14 @@ namespace {
 // Hugging Face `model_type` values whose architecture a ModelSpec describes exactly
 // (parse_hf_config).
 constexpr std::string_view kHfModelTypes[] = {
-    "llama",    "mistral", "qwen2",  "qwen3",      "gemma2",  "gemma3_text", "phi3",     "olmo2",
-    "gpt_neox", "gptj",    "falcon", "starcoder2", "mixtral", "qwen2_moe",   "qwen3_moe"};
+    "llama",   "mistral",   "qwen2",     "qwen3",       "gemma2",     "gemma3_text",
+    "phi3",    "olmo2",     "gpt_neox",  "gptj",        "falcon",     "starcoder2",
+    "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"};
 
-// Mixture-of-experts families whose configs are not read yet: multi-head latent attention
-// (DeepSeek), Mamba layers (Jamba), fused expert layouts and routers of their own.
-constexpr std::string_view kMoeModelTypes[] = {"deepseek_v2", "deepseek_v3", "dbrx",
-                                               "jamba",       "olmoe",       "granitemoe",
-                                               "phimoe",      "llama4",      "llama4_text"};
+// Mixture-of-experts families whose configs are not read yet: Mamba layers (Jamba), fused expert
+// layouts and routers of their own.
+constexpr std::string_view kMoeModelTypes[] = {"dbrx",   "jamba",  "olmoe",      "granitemoe",
+                                               "phimoe", "llama4", "llama4_text"};
 
 // The fields of a native model file (models/README.md). Anything else is refused so that a typo
 // ("hiden") is an error instead of a silently ignored field.
@@ -64,7 +65,18 @@ constexpr std::string_view kNativeFields[] = {"name",
                                               "expert_ffn_hidden",
                                               "shared_expert_ffn_hidden",
                                               "shared_expert_gate",
-                                              "first_dense_layers"};
+                                              "first_dense_layers",
+                                              "router_score",
+                                              "router_groups",
+                                              "router_group_limit",
+                                              "router_bias",
+                                              "capacity_factor",
+                                              "q_lora_rank",
+                                              "kv_lora_rank",
+                                              "qk_nope_head_dim",
+                                              "qk_rope_head_dim",
+                                              "v_head_dim",
+                                              "mtp_layers"};
 
 std::string supported_types_text() {
   return fmt::format("{} (Hugging Face config.json) and gpt2 (GPT-2 config.json)",
@@ -206,16 +218,33 @@ ModelSpec parse_native_model(const nlohmann::json& config, const std::string& wh
     model.sliding_window = fields.non_negative_int("sliding_window");
   if (fields.has("global_every")) model.global_every = fields.non_negative_int("global_every");
   if (fields.has("rope_theta")) model.rope_theta = fields.positive_number("rope_theta");
-  // Experts: validate_model refuses the others without "experts", and checks their ranges.
+  // Experts, their router, latent attention and multi-token prediction: validate_model refuses
+  // the others without "experts" (or "kv_lora_rank"), and checks their ranges.
   for (const auto& [key, value] :
        {std::pair{"experts", &model.experts},
         std::pair{"experts_per_token", &model.experts_per_token},
         std::pair{"expert_ffn_hidden", &model.expert_ffn_hidden},
         std::pair{"shared_expert_ffn_hidden", &model.shared_expert_ffn_hidden},
-        std::pair{"first_dense_layers", &model.first_dense_layers}}) {
+        std::pair{"first_dense_layers", &model.first_dense_layers},
+        std::pair{"router_groups", &model.router_groups},
+        std::pair{"router_group_limit", &model.router_group_limit},
+        std::pair{"q_lora_rank", &model.q_lora_rank},
+        std::pair{"kv_lora_rank", &model.kv_lora_rank},
+        std::pair{"qk_nope_head_dim", &model.qk_nope_head_dim},
+        std::pair{"qk_rope_head_dim", &model.qk_rope_head_dim},
+        std::pair{"v_head_dim", &model.v_head_dim}, std::pair{"mtp_layers", &model.mtp_layers}}) {
     if (fields.has(key)) *value = fields.non_negative_int(key);
   }
   model.shared_expert_gate = fields.boolean("shared_expert_gate", false);
+  if (fields.has("router_score")) {
+    model.router_score = fields.choice("router_score", {"softmax", "sigmoid"}) == "softmax"
+                             ? RouterScore::kSoftmax
+                             : RouterScore::kSigmoid;
+  }
+  model.router_bias = fields.boolean("router_bias", false);
+  if (fields.has("capacity_factor")) {
+    model.capacity_factor = fields.positive_number("capacity_factor", /*allow_zero=*/true);
+  }
   return model;
 }
 
@@ -293,6 +322,9 @@ void read_experts(const JsonFields& fields, const std::string& type, ModelSpec& 
     model.expert_ffn_hidden = fields.positive_int("moe_intermediate_size");
   }
   model.experts_per_token = fields.positive_int("num_experts_per_tok");
+  // Their routers take a softmax over the experts' logits before the top k
+  // (MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock: F.softmax).
+  model.router_score = RouterScore::kSoftmax;
   if (model.experts_per_token > model.experts) {
     fields.fail(
         "num_experts_per_tok",
@@ -463,6 +495,8 @@ ModelSpec parse_falcon_config(const JsonFields& fields, ModelSpec model) {
 //    "residual_dropout" and "attention_dropout" (dropout too when "embedding_dropout" is above 0).
 //  - falcon, gptj: parse_falcon_config, parse_gptj_config.
 //  - mixtral, qwen2_moe, qwen3_moe: as mistral, qwen2 and qwen3, with experts (read_experts).
+//  - deepseek_v2, deepseek_v3: multi-head latent attention and DeepSeekMoE
+//    (models/deepseek_config.hpp).
 // "layer_types" (newer configs), when present, states which layers are windowed.
 ModelSpec parse_hf_config(const nlohmann::json& config, const std::string& where) {
   const JsonFields fields(config, where);
@@ -491,6 +525,7 @@ ModelSpec parse_hf_config(const nlohmann::json& config, const std::string& where
     check_heads(fields, model, "hidden_size", "num_attention_heads", "num_kv_heads");
     return model;
   }
+  if (type == "deepseek_v2" || type == "deepseek_v3") return parse_deepseek_config(fields, model);
   model.ffn_hidden = fields.positive_int("intermediate_size");
   model.max_seq = fields.positive_int("max_position_embeddings");
   // The config classes' defaults: Gemma's and Starcoder2's tie (PretrainedConfig's default),

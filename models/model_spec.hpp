@@ -108,17 +108,35 @@ struct ModelSpec {
   // `q_lora_rank` (0: a plain query projection, as DeepSeek-V2-Lite); each head's query and key
   // have `qk_nope_head_dim` positionless and `qk_rope_head_dim` rotary dimensions (the rotary key
   // shared by the heads, projected from the layer input with the latent), and its value
-  // `v_head_dim`. 0 kv_lora_rank: the attention of heads, kv_heads and head_dim.
+  // `v_head_dim`. 0 kv_lora_rank: the attention of heads, kv_heads and head_dim. Every head has
+  // its own key and value (kv_heads == heads), and head_size is not used (0).
   int64_t q_lora_rank = 0;
   int64_t kv_lora_rank = 0;
   int64_t qk_nope_head_dim = 0;
   int64_t qk_rope_head_dim = 0;
   int64_t v_head_dim = 0;
+  // Multi-token prediction (DeepSeek-V3, DeepSeek-AI 2024, Sec. 2.2; HF "num_nextn_predict_layers",
+  // Megatron's --mtp-num-layers): `mtp_layers` sequential modules, each predicting one more future
+  // token during training from the previous depth's hidden state and the next token's embedding:
+  // an RMSNorm of each, a 2h x h projection of the two joined, one transformer layer (MoE when the
+  // model's later layers are) and a norm before the output head; embedding and output head are the
+  // model's own. Dropped for inference, and outside the published total (DeepSeek-V3: 671B without
+  // it); its parameters are ParameterCount::mtp.
+  int64_t mtp_layers = 0;
 
-  int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
-  int64_t q_hidden() const { return heads * head_dim(); }      // width of Q and of the context
-  int64_t kv_hidden() const { return kv_heads * head_dim(); }  // width of K (and of V)
-  bool gated_mlp() const { return mlp != MlpKind::kGelu; }     // two up products (gate and up)
+  // The width of each query and key head: head_dim, or hidden / heads; with latent attention,
+  // qk_nope_head_dim + qk_rope_head_dim (the width its scores are taken over).
+  int64_t head_dim() const {
+    if (latent_attention()) return qk_nope_head_dim + qk_rope_head_dim;
+    return head_size > 0 ? head_size : hidden / heads;
+  }
+  // Width of Q and of the context, and of K (and of V). With latent attention, the widths of Q and
+  // of K as the heads see them after the up-projections; its values and context are
+  // heads x v_head_dim instead, which count_parameters uses and the plan compiler, taking the
+  // context and V as wide as Q and K, does not (validate_plan refuses latent attention).
+  int64_t q_hidden() const { return heads * head_dim(); }
+  int64_t kv_hidden() const { return kv_heads * head_dim(); }
+  bool gated_mlp() const { return mlp != MlpKind::kGelu; }  // two up products (gate and up)
   bool parallel_block() const {
     return block == LayerBlock::kParallel || block == LayerBlock::kParallelTwoNorms;
   }
@@ -135,9 +153,20 @@ struct ModelSpec {
 
 // Parameters of one transformer layer and of the whole model, by part. Counts, not bytes.
 struct ParameterCount {
-  int64_t attention = 0;  // Q, K, V, output projections with their biases
-  int64_t mlp = 0;        // a dense layer's MLP projections with their biases
-  int64_t norms = 0;      // the layer's norms (weight, and bias for LayerNorm) and QK-norms
+  // Q, K, V, output projections with their biases. With latent attention (HF's
+  // DeepseekV3Attention): q_a_proj (h x q_lora_rank) and q_b_proj (q_lora_rank x heads x
+  // (qk_nope + qk_rope)), or q_proj (h x heads x (qk_nope + qk_rope)) when q_lora_rank is 0;
+  // kv_a_proj_with_mqa (h x (kv_lora_rank + qk_rope)); kv_b_proj (kv_lora_rank x heads x (qk_nope
+  // + v_head_dim)); o_proj (heads x v_head_dim x h).
+  int64_t attention = 0;
+  int64_t mlp = 0;  // a dense layer's MLP projections with their biases
+  // The layer's norms (weight, and bias for LayerNorm), its QK-norms, and latent attention's
+  // RMSNorms of its two latents (q_a_layernorm, kv_a_layernorm: weights of q_lora_rank and
+  // kv_lora_rank). HF's checkpoints hold the latent norms inside self_attn, but they are counted
+  // here, as the QK-norms are, so that `attention` is the projections alone: a norm's weights are
+  // whole on every tensor-parallel rank, where the projections split (Megatron-LM's MLA keeps the
+  // down-projections whole too).
+  int64_t norms = 0;
   int64_t per_layer = 0;  // a dense layer's: attention + mlp + norms
   // An MoE layer's MLP (ModelSpec::experts): router, routed experts, shared experts and their
   // gate; and the part one token passes through, with its top-k routed experts. 0 when dense.
@@ -150,12 +179,17 @@ struct ParameterCount {
   // The parameters one token passes through (MoE models' "active" count: every one but the
   // routed experts it is not sent to); the total when dense.
   int64_t active = 0;
+  // The multi-token-prediction modules' own parameters (ModelSpec::mtp_layers): their norms,
+  // projections and layers, without the embedding and output head they share with the model. Not
+  // in `total` or `active`.
+  int64_t mtp = 0;
 };
 
 ParameterCount count_parameters(const ModelSpec& model);
 
 // Throws InputError naming `where` and the field when the spec is inconsistent (a count below 1,
-// hidden not divisible by heads, heads not divisible by kv_heads).
+// hidden not divisible by heads, heads not divisible by kv_heads, a router or latent-attention
+// field without experts or a latent, a top-k the router groups cannot give).
 void validate_model(const ModelSpec& model, const std::string& where);
 
 const char* to_string(NormKind kind);

@@ -151,6 +151,14 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
                      model.name, model.kv_lora_rank),
          "plan a model with standard multi-head or grouped-query attention");
   }
+  if (model.mtp_layers > 0) {
+    fail("model (--model)",
+         fmt::format("{} trains {} multi-token-prediction module(s) (mtp_layers), and the plan "
+                     "compiler does not lower them yet (their layers and extra output-head "
+                     "products)",
+                     model.name, model.mtp_layers),
+         "plan the model without them (mtp_layers 0)");
+  }
   if (model.moe()) {
     const ParameterCount count = count_parameters(model);
     fail("model (--model)",

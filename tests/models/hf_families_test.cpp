@@ -168,14 +168,14 @@ TEST_CASE("every family round-trips through the native format", "[models]") {
   }
 }
 
-// Mixture-of-experts families whose configs are not read yet (DeepSeek's latent attention) are
-// refused by name, and Gemma 3's image-and-text config points at its text part.
+// Mixture-of-experts families whose configs are not read yet (DBRX's fused experts) are refused
+// by name, and Gemma 3's image-and-text config points at its text part.
 TEST_CASE("MoE and multimodal Gemma 3 configs are refused with a way forward", "[models][errors]") {
   const auto refusal = [](const std::string& type) {
     nlohmann::json config = {{"model_type", type}};
     return test::input_error_of([&] { parse_model(config, "config.json"); });
   };
-  const auto moe = refusal("deepseek_v3");
+  const auto moe = refusal("dbrx");
   REQUIRE(moe);
   CHECK(moe->field() == "model_type");
   CHECK_THAT(std::string(moe->what()), Catch::Contains("mixture-of-experts"));

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "models/model_json.hpp"
 #include "models/model_reader.hpp"
@@ -136,7 +137,8 @@ TEST_CASE("qwen's dense layers: a prefix is read, other patterns are refused", "
 }
 
 // The native format holds experts and writes them back (model_to_json, only for MoE models); its
-// experts' fields are refused without experts, and a top-k above the experts is refused.
+// experts' and router's fields are refused without experts, and a top-k above the experts is
+// refused.
 TEST_CASE("native experts: round trip and refusals", "[models][moe][errors]") {
   const ModelSpec qwen = family("qwen1.5-moe-a2.7b.json");
   const ModelSpec back = parse_model(model_to_json(qwen), "round trip");
@@ -146,20 +148,84 @@ TEST_CASE("native experts: round trip and refusals", "[models][moe][errors]") {
   CHECK(back.shared_expert_ffn_hidden == qwen.shared_expert_ffn_hidden);
   CHECK(back.shared_expert_gate == qwen.shared_expert_gate);
   CHECK(back.first_dense_layers == qwen.first_dense_layers);
+  CHECK(back.router_score == RouterScore::kSoftmax);
   CHECK(count_parameters(back).total == count_parameters(qwen).total);
-  CHECK(!model_to_json(load_model("llama3-8b")).contains("experts"));
+  const nlohmann::json dense = model_to_json(load_model("llama3-8b"));
+  for (const char* key : {"experts", "router_score", "router_groups", "capacity_factor"}) {
+    CHECK(!dense.contains(key));
+  }
 
   nlohmann::json native = model_to_json(load_model("tiny-llama"));
-  native["experts_per_token"] = 2;
-  const auto without = test::input_error_of([&] { parse_model(native, "moe.json"); });
-  REQUIRE(without);
-  CHECK(without->field() == "experts_per_token");
+  for (const auto& [key, value] : {std::pair{"experts_per_token", nlohmann::json(2)},
+                                   std::pair{"router_score", nlohmann::json("sigmoid")},
+                                   std::pair{"router_groups", nlohmann::json(2)},
+                                   std::pair{"router_group_limit", nlohmann::json(1)},
+                                   std::pair{"router_bias", nlohmann::json(true)},
+                                   std::pair{"capacity_factor", nlohmann::json(1.25)}}) {
+    nlohmann::json without_experts = native;
+    without_experts[key] = value;
+    const auto without = test::input_error_of([&] { parse_model(without_experts, "moe.json"); });
+    REQUIRE(without);
+    CHECK(without->field() == key);
+    CHECK_THAT(std::string(without->what()), Catch::Contains("the model has none"));
+  }
   native["experts"] = 2;
   native["experts_per_token"] = 3;
   native["expert_ffn_hidden"] = 64;
   const auto top_k = test::input_error_of([&] { parse_model(native, "moe.json"); });
   REQUIRE(top_k);
   CHECK(top_k->field() == "experts_per_token");
+}
+
+// The router's groups (DeepSeek's n_group, topk_group) divide the experts evenly, keep between 1
+// and all of the groups, and leave each token at least its top k experts; the capacity factor is 0
+// (dropless) or above 0 and at most experts / top-k, where an expert's capacity is every token of
+// the step and nothing can be dropped.
+TEST_CASE("native router: groups and capacity are checked", "[models][moe][errors]") {
+  nlohmann::json native = model_to_json(load_model("tiny-llama"));
+  native["experts"] = 8;
+  native["experts_per_token"] = 2;
+  native["expert_ffn_hidden"] = 64;
+  native["router_groups"] = 4;
+  native["router_group_limit"] = 2;
+  native["capacity_factor"] = 4;  // 8 experts / 2 per token: the most that can drop tokens
+  const ModelSpec grouped = parse_model(native, "moe.json");
+  CHECK(grouped.router_groups == 4);
+  CHECK(grouped.capacity_factor == 4);
+  const ModelSpec back = parse_model(model_to_json(grouped), "round trip");
+  CHECK(back.router_groups == 4);
+  CHECK(back.router_group_limit == 2);
+  CHECK(back.capacity_factor == 4);
+
+  struct Case {
+    const char* key;
+    nlohmann::json value;
+    const char* field;
+  };
+  const Case cases[] = {
+      {"router_groups", 3, "router_groups"},            // 8 experts in 3 groups
+      {"router_groups", 16, "router_groups"},           // more groups than experts
+      {"router_group_limit", 5, "router_group_limit"},  // 5 of 4 groups
+      {"router_group_limit", 0, "router_group_limit"},  // no group to route to
+      // The best 1 of 4 groups holds 2 experts: a top 3 cannot come from it.
+      {"experts_per_token", 3, "experts_per_token"},
+      {"capacity_factor", 4.5, "capacity_factor"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.key << " = " << c.value);
+    nlohmann::json wrong = native;
+    wrong[c.key] = c.value;
+    if (std::string(c.key) == "experts_per_token") wrong["router_group_limit"] = 1;
+    const auto error = test::input_error_of([&] { parse_model(wrong, "moe.json"); });
+    REQUIRE(error);
+    CHECK(error->field() == c.field);
+  }
+  nlohmann::json limit_alone = native;
+  limit_alone["router_groups"] = 0;
+  const auto limit = test::input_error_of([&] { parse_model(limit_alone, "moe.json"); });
+  REQUIRE(limit);
+  CHECK(limit->field() == "router_group_limit");
+  CHECK_THAT(std::string(limit->what()), Catch::Contains("router_groups is 0"));
 }
 
 }  // namespace
