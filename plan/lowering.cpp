@@ -36,6 +36,21 @@ OpTable build_op_table(const ModelSpec& model, const ParallelPlan& plan, TaskGra
   ops.mlp_up = intern(graph, shapes.mlp_up);
   ops.mlp_act = intern(graph, shapes.mlp_act);
   ops.mlp_down = intern(graph, shapes.mlp_down);
+  if (model.moe()) {
+    ops.router = intern(graph, shapes.router);
+    ops.routing = intern(graph, shapes.routing);
+    ops.permute = intern(graph, shapes.permute);
+    ops.unpermute = intern(graph, shapes.unpermute);
+    ops.experts_up = intern(graph, shapes.experts_up);
+    ops.experts_act = intern(graph, shapes.experts_act);
+    ops.experts_down = intern(graph, shapes.experts_down);
+    if (model.shared_expert_ffn_hidden > 0) {
+      ops.shared_up = intern(graph, shapes.shared_up);
+      ops.shared_act = intern(graph, shapes.shared_act);
+      ops.shared_down = intern(graph, shapes.shared_down);
+      if (model.shared_expert_gate) ops.shared_gate = intern(graph, shapes.shared_gate);
+    }
+  }
   if (plan.fp8 != Fp8Format::kNone) {
     ops.fp8_cast_attn_out_in = graph.add_op(shapes.fp8_cast_attn_out_in);
     ops.fp8_cast_mlp_down_in = graph.add_op(shapes.fp8_cast_mlp_down_in);
@@ -540,6 +555,14 @@ void PassLowering::backward(const PipelineWork& work) {
 
 }  // namespace
 
+LayerKindSpec::LayerKindSpec(const ModelSpec& model, const ParallelPlan& plan, bool moe,
+                             TaskGraph& graph)
+    : specs(layer_param_specs(model, plan, moe)),
+      params(specs),
+      block(specs, plan, graph),
+      stored_bytes(stored_layer_activation_bytes(model, plan, moe)),
+      full_layer_bytes(layer_activations(model, plan, moe).total()) {}
+
 LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& plan,
                                  int64_t gpus_per_node, TaskGraph& graph)
     : model(model),
@@ -551,22 +574,21 @@ LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& pla
       stage_params(stage_parameters(model, plan)),
       ops(build_op_table(model, plan, graph)),
       slots(model, plan, graph),
-      layer_specs(layer_param_specs(model, plan, false)),
-      layer_params(layer_specs),
-      layer_block(layer_specs, plan, graph),
+      dense(model, plan, false, graph),
       embedding_block(embedding_param_specs(model, plan), plan, graph),
       head_block(head_param_specs(model, plan), plan, graph) {
   const int64_t e = bytes_per_element(plan.dtype);
   tp_message_bytes = e * plan.seq_len * plan.micro_batch * model.hidden;
-  const LayerActivations act = layer_activations(model, plan, false);
-  stored_bytes = stored_layer_activation_bytes(model, plan, false);
-  full_layer_bytes = act.total();
+  if (model.moe()) {
+    moe.emplace(model, plan, true, graph);
+    moe_sizes = moe_dims(model, plan);
+  }
   layer_input_bytes = strata::layer_input_bytes(model, plan);
   pipe_bytes = pipeline_message_bytes(model, plan);
   fp8_gemm_weights = sizes.layer_gemm_weights;
   // Delayed scaling's amaxes: input, weight and gradient of each FP8 GEMM, fp32, per layer.
   amax_bytes = 4 * 3 * 4;
-  prefetch_layers = prefetch_window_layers(plan, sizes.layer);
+  prefetch_layers = prefetch_window_layers(plan, std::max(sizes.layer, sizes.moe_layer));
   final_norm_params = model.norm == NormKind::kLayerNorm ? 2 : 1;
 }
 
@@ -604,8 +626,9 @@ TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,
     for (int64_t chunk = 0; chunk < plan.vpp; ++chunk) {
       const int64_t first = ctx.first_layer(c.pp, chunk);
       for (int64_t layer = first; layer < first + ctx.chunk_layers(c.pp, chunk); ++layer) {
-        BlockTensors block = make_block_tensors(
-            program, ctx.layer_block, static_cast<int32_t>(layer), gathers, micro_batch_grads);
+        BlockTensors block =
+            make_block_tensors(program, ctx.kind_of(layer).block, static_cast<int32_t>(layer),
+                               gathers, micro_batch_grads);
         if (plan.fp8 != Fp8Format::kNone) {
           // Transformer Engine's FP8 weight copies (unless kept in FP8) and scaling state, both
           // kept from step to step as a module's buffers are.

@@ -24,7 +24,14 @@ LayerParams::LayerParams(const std::vector<ParamTensorSpec>& specs) {
                                                 {"down_w", &down_w},
                                                 {"down_b", &down_b},
                                                 {"post_mlp_norm_w", &post_mlp_norm_w},
-                                                {"post_mlp_norm_b", &post_mlp_norm_b}};
+                                                {"post_mlp_norm_b", &post_mlp_norm_b},
+                                                {"router_w", &router_w},
+                                                {"router_b", &router_b},
+                                                {"experts_up_w", &experts_up_w},
+                                                {"experts_down_w", &experts_down_w},
+                                                {"shared_up_w", &shared_up_w},
+                                                {"shared_down_w", &shared_down_w},
+                                                {"shared_gate_w", &shared_gate_w}};
   for (size_t i = 0; i < specs.size(); ++i) {
     for (const auto& [name, index] : names) {
       if (specs[i].name == name) *index = static_cast<int>(i);

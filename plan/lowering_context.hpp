@@ -3,6 +3,7 @@
 // sizes of buffers and messages, and the per-rank state the step's tasks depend on.
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <boost/container/deque.hpp>
@@ -11,6 +12,7 @@
 #include "models/model_spec.hpp"
 #include "plan/host_dispatch.hpp"
 #include "plan/lowering_tensors.hpp"
+#include "plan/moe_dims.hpp"
 #include "plan/parallel_plan.hpp"
 #include "plan/param_tensors.hpp"
 #include "plan/rank_layout.hpp"
@@ -34,7 +36,10 @@ struct OpTable {
   int32_t fp8_cast_attn_out_in = -1, fp8_cast_mlp_down_in = -1;
   int32_t fp8_grad_qkv = -1, fp8_grad_attn_out = -1, fp8_grad_mlp_up = -1, fp8_grad_mlp_down = -1;
   int32_t fp8_weight_cast = -1;
-  int32_t k_product = -1, mlp_up_half = -1;     // selective-op recompute only
+  int32_t k_product = -1, mlp_up_half = -1;  // selective-op recompute only
+  // An MoE layer's (PlanOpShapes), MoE models only.
+  OpPair router, routing, permute, unpermute, experts_up, experts_act, experts_down;
+  OpPair shared_up, shared_act, shared_down, shared_gate;
   OpPair embedding, final_norm, lm_head, loss;  // first, last stage
   OpPair embedding_dropout;                     // with dropout: the first stage's
   int32_t loss_max = -1, loss_partials = -1;    // tp > 1: the loss forward's two passes
@@ -50,6 +55,21 @@ struct LayerParams {
   int out_w = -1, out_b = -1, post_attn_norm_w = -1, post_attn_norm_b = -1;
   int norm2_w = -1, norm2_b = -1, up_w = -1, up_b = -1, down_w = -1, down_b = -1;
   int post_mlp_norm_w = -1, post_mlp_norm_b = -1;
+  // An MoE layer's (plan/param_tensors.cpp, add_moe).
+  int router_w = -1, router_b = -1, experts_up_w = -1, experts_down_w = -1;
+  int shared_up_w = -1, shared_down_w = -1, shared_gate_w = -1;
+};
+
+// What the lowering keeps per kind of layer (dense, MoE): its parameters' specs, where each sits,
+// their tensors' names and shapes, and the bytes the layer stores for its backward.
+struct LayerKindSpec {
+  LayerKindSpec(const ModelSpec& model, const ParallelPlan& plan, bool moe, TaskGraph& graph);
+
+  std::vector<ParamTensorSpec> specs;
+  LayerParams params;
+  BlockSpec block;
+  int64_t stored_bytes = 0;      // what a layer keeps for its backward (recompute mode)
+  int64_t full_layer_bytes = 0;  // everything a layer stores without recompute
 };
 
 struct LoweringContext {
@@ -65,12 +85,11 @@ struct LoweringContext {
   std::vector<int64_t> stage_params;
   OpTable ops;
   SlotTable slots;
-  std::vector<ParamTensorSpec> layer_specs;
-  LayerParams layer_params;
-  BlockSpec layer_block, embedding_block, head_block;
+  LayerKindSpec dense;
+  std::optional<LayerKindSpec> moe;  // MoE models only
+  MoeDims moe_sizes;                 // MoE models only
+  BlockSpec embedding_block, head_block;
   int64_t tp_message_bytes = 0;   // a (s b h) activation crossing a TP collective
-  int64_t stored_bytes = 0;       // what a layer keeps for its backward (recompute mode)
-  int64_t full_layer_bytes = 0;   // everything a layer stores without recompute
   int64_t layer_input_bytes = 0;  // the full-recompute checkpoint
   int64_t pipe_bytes = 0;         // one pipeline message
   int64_t fp8_gemm_weights = 0;   // a layer's GEMM weights on one TP rank (FP8 when fp8)
@@ -79,6 +98,10 @@ struct LoweringContext {
   // The final norm's parameters, first in the head block: weight and bias (LayerNorm) or weight.
   size_t final_norm_params = 1;
 
+  // The kind of layer `layer` (0-based) is: MoE or dense.
+  const LayerKindSpec& kind_of(int64_t layer) const {
+    return model.is_moe_layer(layer) ? *moe : dense;
+  }
   // First global layer and layer count of model chunk `chunk` on `stage`.
   int64_t first_layer(int64_t stage, int64_t chunk) const {
     return chunks[static_cast<size_t>(chunk * plan.pp + stage)].first;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "plan/moe_dims.hpp"
 #include "plan/shard_sizes.hpp"
 
 namespace strata {
@@ -142,6 +143,56 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   ops.loss = pair(loss_op(sb, v, fwd), loss_op(sb, v, bwd));
   ops.loss_max = loss_max_op(sb, v);
   ops.loss_partials = loss_partials_op(sb, v);
+  if (m.moe()) {
+    const MoeDims d = moe_dims(m, plan);
+    const int64_t e = m.experts;
+    const int64_t k = m.experts_per_token;
+    const auto both = [](auto make) { return pair(make(fwd), make(bwd)); };
+    ops.router = both([&](Direction dir) { return matmul_op(d.tokens, e, h, dir, dt); });
+    // Softmax (or sigmoid) and the top k over each token's E logits, fp32: ~5 FLOPs per logit;
+    // reads the logits, writes the probabilities.
+    ops.routing =
+        both([&](Direction dir) { return elementwise_op(d.tokens * e, 5, 2, dir, DType::kFp32); });
+    // The all-to-all dispatcher permutes the rank's T x k token slots before sending them; the
+    // all-gather dispatcher picks its experts' rows out of the gathered tokens. A copy each way.
+    const bool all_to_all = plan.moe_dispatcher == MoeDispatcher::kAllToAll;
+    const int64_t permuted = all_to_all ? d.tokens * k : d.expert_rows;
+    ops.permute = both([&](Direction dir) { return elementwise_op(permuted * h, 0, 2, dir, dt); });
+    // The inverse: each row times its probability, added into its token's output.
+    ops.unpermute =
+        both([&](Direction dir) { return elementwise_op(permuted * h, 2, 2, dir, dt); });
+    const int64_t local = d.local_experts;
+    const auto experts = [&](int64_t n, int64_t kk, Direction dir) {
+      return plan.grouped_gemm
+                 ? grouped_matmul_op(local, d.expert_rows, n, kk, dir, dt)
+                 : matmul_op(std::max<int64_t>(1, d.expert_rows / local), n, kk, dir, dt);
+    };
+    ops.experts_up = both([&](Direction dir) { return experts(d.expert_up, h, dir); });
+    ops.experts_down = both([&](Direction dir) { return experts(h, d.expert_ffn, dir); });
+    const int64_t expert_act = d.expert_rows * d.expert_ffn;
+    ops.experts_act = with_function(
+        gated && !fused
+            ? pair(eager_swiglu_op(expert_act, fwd, dt), eager_swiglu_op(expert_act, bwd, dt))
+            : pair(elementwise_op(expert_act, act_flops, act_tensors, fwd, dt),
+                   elementwise_op(expert_act, act_flops, act_tensors, bwd, dt)),
+        act_function);
+    if (d.shared_ffn > 0) {
+      ops.shared_up = both([&](Direction dir) { return matmul_op(sb, d.shared_up, h, dir, dt); });
+      ops.shared_down =
+          both([&](Direction dir) { return matmul_op(sb, h, d.shared_ffn, dir, dt); });
+      const int64_t shared_act = sb * d.shared_ffn;
+      ops.shared_act = with_function(
+          gated && !fused
+              ? pair(eager_swiglu_op(shared_act, fwd, dt), eager_swiglu_op(shared_act, bwd, dt))
+              : pair(elementwise_op(shared_act, act_flops, act_tensors, fwd, dt),
+                     elementwise_op(shared_act, act_flops, act_tensors, bwd, dt)),
+          act_function);
+      // sigmoid(x . w) per token times the shared output: the h-wide product (2h FLOPs) and the
+      // scale (1 per element); reads the input and the output, writes the gated output.
+      ops.shared_gate =
+          both([&](Direction dir) { return elementwise_op(d.tokens * h, 3, 3, dir, dt); });
+    }
+  }
   const int64_t shards = plan.zero_stage >= 1 ? plan.dp : 1;
   for (const int64_t params : stage_parameters(m, plan))
     ops.optimizer.push_back(optimizer_op((params + shards - 1) / shards, dt));

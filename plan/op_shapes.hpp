@@ -41,6 +41,15 @@ struct PlanOpShapes {
   // fused QKV and MLP-up ops hold together.
   OpShape k_product, mlp_up_half;
   std::vector<OpShape> optimizer;  // per pipeline stage
+  // An MoE layer (ModelSpec::experts; plan/moe_dims.hpp has the rows): the router's product
+  // (T x E over h) and its scoring and top-k over the fp32 logits; the permutation of tokens by
+  // expert (a gather of the rows each expert takes) and its inverse, weighting each expert's output
+  // by its probability and summing a token's k; the experts' up product, activation and down
+  // product on the rank's expert rows, one grouped GEMM per product (--moe-grouped-gemm) or one
+  // product per local expert on its share; the shared experts as a dense MLP over TP, and
+  // Qwen-MoE's sigmoid gate on their output.
+  OpShapePair router, routing, permute, unpermute, experts_up, experts_act, experts_down;
+  OpShapePair shared_up, shared_act, shared_down, shared_gate;
 };
 
 PlanOpShapes plan_op_shapes(const ModelSpec& model, const ParallelPlan& plan);

@@ -20,6 +20,63 @@ std::string divisors_of(int64_t n) {
   return fmt::format("{}", fmt::join(found, ", "));
 }
 
+// What the plan compiler lowers of an MoE model so far, and Megatron's own rules for MoE plans.
+void validate_moe_plan(const ParallelPlan& plan, const ModelSpec& model, const std::string& where) {
+  const auto fail = [&](const char* field, const std::string& problem, const std::string& fix) {
+    throw InputError(where, field, problem, fix);
+  };
+  if (plan.ep > 1) {
+    fail("ep (--ep)",
+         "the plan compiler runs an MoE layer's experts on each rank's TP group so far; expert "
+         "parallelism (the dispatch all-to-all over the ep group and the experts' own "
+         "data-parallel reduction) is not lowered yet",
+         "use ep 1");
+  }
+  if (plan.expert_tp() != plan.tp) {
+    fail("etp (--etp)",
+         fmt::format("expert tensor parallelism {} differs from tp {}, which the plan compiler "
+                     "does not lower yet",
+                     plan.expert_tp(), plan.tp),
+         "drop --etp (the experts then split over tp, Megatron's default)");
+  }
+  if (model.experts % plan.ep != 0) {
+    fail("ep (--ep)", fmt::format("{} does not divide the {} experts", plan.ep, model.experts),
+         fmt::format("use an ep among {}", divisors_of(model.experts)));
+  }
+  const int64_t etp = plan.expert_tp();
+  if (model.expert_ffn_hidden % etp != 0 || model.shared_expert_ffn_hidden % plan.tp != 0) {
+    fail("tp (--tp)",
+         fmt::format("tp {} does not divide the experts' widths ({} routed, {} shared)", plan.tp,
+                     model.expert_ffn_hidden, model.shared_expert_ffn_hidden),
+         "choose a tp that divides expert_ffn_hidden and shared_expert_ffn_hidden");
+  }
+  // Megatron-LM's arguments.py: "When using MoE and tensor parallelism, sequence parallelism
+  // must be used."
+  if (plan.tp > 1 && !plan.sequence_parallel) {
+    fail("sequence_parallel (--sequence-parallel)",
+         "an MoE model with tp > 1 needs sequence parallelism (Megatron-LM requires it: each TP "
+         "rank routes its own tokens)",
+         "add --sequence-parallel");
+  }
+  if (model.block != LayerBlock::kPreNorm) {
+    fail("model (--model)",
+         fmt::format("{} has {} blocks, and the plan compiler lowers MoE layers in pre-norm "
+                     "blocks only (every released MoE family)",
+                     model.name, to_string(model.block)),
+         "plan a pre-norm MoE model");
+  }
+  const auto not_yet = [&](bool set, const char* field, const char* what, const char* fix) {
+    if (set) {
+      fail(field, fmt::format("{} is not lowered for MoE layers yet ({})", what, model.name), fix);
+    }
+  };
+  not_yet(plan.fp8 != Fp8Format::kNone, "fp8 (--fp8-format)", "FP8 training", "drop --fp8-format");
+  not_yet(plan.recompute == RecomputeKind::kSelectiveOp, "recompute (--recompute)",
+          "torchtitan's op-level selective recompute", "use --recompute selective or full");
+  not_yet(plan.overlap.tp_comm, "tp_comm_overlap (--tp-comm-overlap)",
+          "the TP communication overlap", "drop --tp-comm-overlap");
+}
+
 }  // namespace
 
 ParallelAxes ParallelPlan::axes() const {
@@ -159,17 +216,7 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
                      model.name, model.mtp_layers),
          "plan the model without them (mtp_layers 0)");
   }
-  if (model.moe()) {
-    const ParameterCount count = count_parameters(model);
-    fail("model (--model)",
-         fmt::format("{} is a mixture-of-experts model ({:.1f}B parameters, {:.1f}B active: {} "
-                     "experts, {} per token), and the plan compiler does not lower experts yet "
-                     "(their router, all-to-all dispatch and expert parallelism)",
-                     model.name, static_cast<double>(count.total) / 1e9,
-                     static_cast<double>(count.active) / 1e9, model.experts,
-                     model.experts_per_token),
-         "plan a dense model");
-  }
+  if (model.moe()) validate_moe_plan(plan, model, where);
   if (plan.zero_stage < 0 || plan.zero_stage > 3) {
     fail("zero_stage (--zero)", fmt::format("must be 0, 1, 2 or 3, found {}", plan.zero_stage),
          "use 0 (none), 1 (optimizer states), 2 (+ gradients) or 3 (+ parameters)");

@@ -74,7 +74,8 @@ std::vector<BucketBlock> blocks_of(const LoweringContext& ctx, RankState& state,
   std::vector<BucketBlock> blocks;
   if (bucket.head) blocks.push_back({&state.head_block, &ctx.head_block, -1});
   for (int32_t layer = bucket.first_layer + bucket.layers - 1; layer >= bucket.first_layer; --layer)
-    blocks.push_back({&state.layer_blocks[static_cast<size_t>(layer)], &ctx.layer_block, layer});
+    blocks.push_back(
+        {&state.layer_blocks[static_cast<size_t>(layer)], &ctx.kind_of(layer).block, layer});
   if (bucket.embedding) blocks.push_back({&state.embedding_block, &ctx.embedding_block, -1});
   return blocks;
 }
@@ -120,7 +121,7 @@ std::vector<RankBucket> chunk_buckets(const LoweringContext& ctx, TaskGraph& gra
   for (int64_t layer = first + ctx.chunk_layers(stage, chunk) - 1; layer >= first; --layer) {
     open.first_layer = static_cast<int32_t>(layer);
     ++open.layers;
-    add(ctx.sizes.layer);
+    add(ctx.sizes.of_layer(ctx.model, layer));
   }
   if (ctx.first_virtual_stage(stage, chunk)) {
     open.embedding = true;
@@ -276,7 +277,8 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
   for (size_t layer = 0; layer < state.layer_blocks.size(); ++layer) {
     BlockTensors& block = state.layer_blocks[layer];
     if (!block.params.empty())
-      blocks.push_back({&block, &ctx.layer_block, static_cast<int32_t>(layer)});
+      blocks.push_back(
+          {&block, &ctx.kind_of(static_cast<int64_t>(layer)).block, static_cast<int32_t>(layer)});
   }
   if (!state.embedding_block.params.empty())
     blocks.push_back({&state.embedding_block, &ctx.embedding_block, -1});
@@ -304,24 +306,26 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
   const bool qk_norm = m.qk_norm == QkNorm::kPerHead;
   if ((sp || qk_norm) && ctx.plan.tp > 1) {
     const int64_t norm = m.norm == NormKind::kLayerNorm ? 2 * m.hidden : m.hidden;
-    const int64_t biases = ((m.out_bias ? 1 : 0) + (m.linear_bias ? 1 : 0)) * m.hidden;
-    const int64_t per_layer =
-        (sp ? m.norms_per_layer() * norm + biases : 0) + (qk_norm ? 2 * m.head_dim() : 0);
-    int64_t elements = ctx.stage_layers[static_cast<size_t>(state.stage)] * per_layer;
-    if (sp && state.stage == ctx.plan.pp - 1) elements += norm;
+    int64_t elements = 0;
     std::vector<TaskId> after = state.grad_syncs;
     after.push_back(p.last_compute());
     TaskUses uses;
-    for (const BlockTensors& block : state.layer_blocks) {
+    // An MoE layer's router and shared-expert gate are replicated too (Megatron-Core marks the
+    // router's weight sequence_parallel).
+    for (size_t layer = 0; layer < state.layer_blocks.size(); ++layer) {
+      const BlockTensors& block = state.layer_blocks[layer];
       if (block.params.empty()) continue;
-      for (size_t i = 0; i < ctx.layer_specs.size(); ++i) {
+      const LayerKindSpec& kind = ctx.kind_of(static_cast<int64_t>(layer));
+      for (size_t i = 0; i < kind.specs.size(); ++i) {
         const int index = static_cast<int>(i);
-        const bool qk_weight =
-            index == ctx.layer_params.q_norm_w || index == ctx.layer_params.k_norm_w;
-        if (ctx.layer_specs[i].replicated && (sp || qk_weight))
+        const bool qk_weight = index == kind.params.q_norm_w || index == kind.params.k_norm_w;
+        if (kind.specs[i].replicated && (sp || qk_weight)) {
           uses.push_back(update(block.grads[i]));
+          elements += kind.specs[i].elements();
+        }
       }
     }
+    if (sp && state.stage == ctx.plan.pp - 1) elements += norm;
     if (sp && !state.head_block.grads.empty()) {
       const size_t norm_params = ctx.final_norm_params;
       for (size_t i = 0; i < norm_params; ++i) uses.push_back(update(state.head_block.grads[i]));

@@ -396,6 +396,20 @@ const char* to_string(TaskRole role) {
       return "grad_to_host";
     case TaskRole::kParamsToDevice:
       return "params_to_device";
+    case TaskRole::kRouter:
+      return "router";
+    case TaskRole::kMoePermute:
+      return "moe_permute";
+    case TaskRole::kMoeDispatch:
+      return "moe_dispatch";
+    case TaskRole::kExpertUp:
+      return "expert_up";
+    case TaskRole::kExpertAct:
+      return "expert_act";
+    case TaskRole::kExpertDown:
+      return "expert_down";
+    case TaskRole::kSharedExpert:
+      return "shared_expert";
   }
   return "?";
 }

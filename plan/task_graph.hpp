@@ -127,6 +127,16 @@ enum class TaskRole : uint8_t {
   kHostDispatch,    // the host thread issuing a block of work (no device work)
   kGradToHost,      // offload: a reduced gradient shard copied to host memory
   kParamsToDevice,  // offload: a 16-bit parameter shard copied up from host memory
+  // An MoE layer's MLP: the router's product and scoring, the permutation of tokens by expert and
+  // its inverse, the dispatch and combine communication, the experts' products and activation,
+  // and the shared experts' work.
+  kRouter,
+  kMoePermute,
+  kMoeDispatch,
+  kExpertUp,
+  kExpertAct,
+  kExpertDown,
+  kSharedExpert,
 };
 
 const char* to_string(Stream stream);
