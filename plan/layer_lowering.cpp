@@ -9,28 +9,11 @@
 
 #include "common/error.hpp"
 #include "plan/activation_memory.hpp"
-#include "plan/lowering_context.hpp"
-#include "plan/tp_gemm.hpp"
+#include "plan/layer_ops.hpp"
 
 namespace strata {
 
 namespace {
-
-// Under FP8, Transformer Engine gathers the inputs of column-parallel GEMMs in FP8 (the norm
-// writes them cast): half the bytes.
-int64_t column_input_bytes(const LoweringContext& ctx) {
-  return ctx.plan.fp8 != Fp8Format::kNone ? ctx.tp_message_bytes / 2 : ctx.tp_message_bytes;
-}
-
-// Where a block's norms sit (ModelSpec::block).
-bool norm_before(const ModelSpec& m) { return m.block != LayerBlock::kPostNorm; }
-bool norm_after(const ModelSpec& m) {
-  return m.block == LayerBlock::kPostNorm || m.block == LayerBlock::kSandwich;
-}
-// A norm of the MLP's own before it: pre-norm, sandwich, and a parallel block with two norms.
-bool norm_before_mlp(const ModelSpec& m) {
-  return m.block != LayerBlock::kPostNorm && m.block != LayerBlock::kParallel;
-}
 
 // The attention of `layer`: the windowed op, or the global one on a windowed model's global layers.
 const OpPair& attention_of(const LoweringContext& ctx, int64_t layer) {
@@ -51,156 +34,14 @@ bool scores_slot(int slot) {
          slot == static_cast<int>(Slot::kScoresDropped);
 }
 
-// The ops of one layer on the tensors they use: its parameters (plan/lowering_tensors.hpp) and,
-// per slot, the tensor of this execution (RankState::at).
-class LayerOps {
- public:
-  LayerOps(const LoweringContext& ctx, RankState& state, int64_t layer,
-           RankState::StoredLayer& entry)
-      : entry_(entry),
-        ctx_(ctx),
-        state_(state),
-        p_(state.program),
-        op_(ctx.ops),
-        m_(ctx.model),
-        lp_(ctx.kind_of(layer).params),
-        layer_(layer),
-        block_(state.layer_blocks[static_cast<size_t>(layer)]) {}
-
-  // Creates stored tensors of this (layer, micro-batch) for the slots `wanted` keeps, makes them
-  // the slots of this execution and returns them.
-  TensorIds store(bool (*wanted)(const LoweringContext&, int)) {
-    SlotTensors& mine = entry_.slots;
-    TensorIds made;
-    const auto& kept = m_.is_moe_layer(layer_) ? ctx_.slots.moe_stored : ctx_.slots.stored;
-    for (int s = 0; s < kStoredSlotCount; ++s) {
-      if (!kept[static_cast<size_t>(s)] || !wanted(ctx_, s)) continue;
-      const TensorId t =
-          tensor(ctx_.slots.name[static_cast<size_t>(s)], ctx_.slots.shape[static_cast<size_t>(s)]);
-      mine[static_cast<size_t>(s)] = t;
-      state_.current[static_cast<size_t>(s)] = t;
-      made.push_back(t);
-    }
-    return made;
-  }
-  TensorId tensor(uint8_t name, int32_t shape) {
-    return p_.tensor(TensorKind::kActivation, name, shape, static_cast<int32_t>(layer_),
-                     p_.micro_batch());
-  }
-  // The layer's stored tensors of this micro-batch, made the slots of this execution.
-  void use_stored() {
-    for (int s = 0; s < kStoredSlotCount; ++s)
-      state_.current[static_cast<size_t>(s)] = entry_.slots[static_cast<size_t>(s)];
-  }
-
-  TaskId forward(TaskId input, TaskId params, TensorId layer_in);
-  // An MoE layer's MLP from the norm's output (kUpIn), and its residual add into the stream.
-  TaskId moe_forward(TaskId mlp_in, TensorId mid);
-  // Its backward from the branch's output gradient `dout` after the residual add `grad_in`,
-  // through the norm's backward, which adds into the stream's gradient.
-  void moe_backward(TensorId dout, TaskId grad_in);
-  void recompute_unsaved(TaskId params, TensorId rebuilt);
-  TaskId backward(TaskId grad, TaskId params);
-
-  // Selective-op: the products whose outputs the policy saves write them (op_selective_tensors).
-  std::map<TaskRole, std::vector<TensorId>> saved_products;
-  RankState::StoredLayer& entry_;  // this (layer, micro-batch)'s stored tensors
-
- private:
-  TensorId at(Slot slot) { return state_.at(ctx_.slots, slot); }
-  // A parameter read, or nothing for one the model lacks.
-  void weight(TaskUses& uses, int index) const {
-    if (index >= 0) uses.push_back(read(block_.readable()[static_cast<size_t>(index)]));
-  }
-  // A GEMM's weight: the FP8 copy Transformer Engine casts, or the parameter.
-  void gemm_weight(TaskUses& uses, int index) const {
-    if (block_.fp8_weights != kNoTensor) {
-      uses.push_back(read(block_.fp8_weights));
-    } else {
-      weight(uses, index);
-    }
-  }
-  // A gradient the backward adds into.
-  void add_grad(TaskUses& uses, int index) {
-    if (index < 0) return;
-    const std::vector<TensorId>& grads = block_.grads_of(
-        p_, ctx_.kind_of(layer_).block, p_.micro_batch(), static_cast<int32_t>(layer_));
-    uses.push_back(update(grads[static_cast<size_t>(index)]));
-  }
-  boost::container::small_vector<TensorId, 4> saved(TaskRole role) const {
-    const auto found = saved_products.find(role);
-    if (found == saved_products.end()) return {};
-    return {found->second.begin(), found->second.end()};
-  }
-  // A branch's (reduced) output, read by the op after it: under the TP overlap in two parts.
-  static void branch_reads(TaskUses& uses, const GemmResult& branch) {
-    uses.push_back(read(branch.out));
-    if (branch.last_chunk != kNoTensor) uses.push_back(read(branch.last_chunk));
-  }
-  // Post-norm and sandwich blocks: the norm over a branch's output, which keeps its input in
-  // `saved`; other blocks: the branch's output itself.
-  GemmResult post_norm(const GemmResult& branch, int weight_index, int bias_index, Slot saved) {
-    if (!norm_after(m_)) return branch;
-    TaskUses uses;
-    branch_reads(uses, branch);
-    weight(uses, weight_index);
-    weight(uses, bias_index);
-    uses.push_back(write(at(Slot::kBranch)));
-    uses.push_back(write(at(saved)));
-    const TaskId norm = p_.compute(TaskRole::kPostNorm, op_.norm.forward, {branch.task}, uses);
-    return {norm, at(Slot::kBranch)};
-  }
-  // The post-norm's backward from its output's gradient `dout` into the branch's (kDBranch).
-  TaskId post_norm_backward(TensorId dout, int weight_index, int bias_index, Slot saved) {
-    TaskUses uses{read(dout), read(at(saved))};
-    weight(uses, weight_index);
-    uses.push_back(write(at(Slot::kDBranch)));
-    add_grad(uses, weight_index);
-    add_grad(uses, bias_index);
-    return p_.compute(TaskRole::kPostNorm, op_.norm.backward, {}, uses);
-  }
-  // Under dropout, names the site whose mask task `id` draws; returns `id`.
-  TaskId draws(TaskId id, DropSite site) {
-    if (m_.dropout) p_.graph().set_random_stream(id, dropout_stream(layer_, site));
-    return id;
-  }
-  // A residual add's backward under dropout reads the branch's mask and writes the branch's
-  // output gradient, which it returns; without dropout that gradient is the stream's.
-  TensorId dropped_gradient(TaskUses& uses, Slot mask) {
-    if (!m_.dropout) return state_.dstream;
-    uses.push_back(read(at(mask)));
-    uses.push_back(write(at(Slot::kDDropped)));
-    return at(Slot::kDDropped);
-  }
-  // The attention's saved outputs: the log-sum-exp (flash), or the scores with their dropout.
-  void attention_state(TaskUses& uses, Access access) {
-    if (ctx_.plan.attention == AttentionKind::kFlash) {
-      uses.emplace_back(at(Slot::kLse), access);
-      return;
-    }
-    uses.emplace_back(at(Slot::kScores), access);
-    if (m_.dropout) {
-      uses.emplace_back(at(Slot::kScoresMask), access);
-      uses.emplace_back(at(Slot::kScoresDropped), access);
-    }
-  }
-
-  const LoweringContext& ctx_;
-  RankState& state_;
-  RankProgram& p_;
-  const OpTable& op_;
-  const ModelSpec& m_;
-  const LayerParams& lp_;
-  int64_t layer_;
-  BlockTensors& block_;
-};
-
 // The forward ops alone, in the program's current phase (forward or recompute), from the layer
 // input `layer_in`. A sequential block reduces the attention output and the MLP output each (two
 // TP reductions); a parallel block (GPT-J, Falcon, GPT-NeoX's parallel residual) sums both
 // branches' partial outputs and reduces once, and its MLP reads the input the attention read
 // (gathered once under sequence parallelism when the two share a norm). The layer's first op
 // writes the stored copy of the layer input (the first norm's input, or the QKV input).
+}  // namespace
+
 TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   const auto fwd = Direction::kForward;
   const int64_t column_in = column_input_bytes(ctx_);
@@ -315,17 +156,20 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   const GemmResult mlp = tp_gemm(ctx_, state_, down, kNoTask);
   const GemmResult branch =
       post_norm(mlp, lp_.post_mlp_norm_w, lp_.post_mlp_norm_b, Slot::kPostMlpNormIn);
-  // The layer's output is the next layer's input; a recompute's is thrown away.
-  const TensorId stream = at(Slot::kStream);
   TaskUses uses{read(parallel ? layer_in : mid)};
   branch_reads(uses, branch);
   if (parallel) weight(uses, lp_.out_b);
   weight(uses, lp_.down_b);
+  return mlp_residual(uses, {mlp.task});  // a parallel block's one mask
+}
+
+TaskId LayerOps::mlp_residual(TaskUses& uses, std::initializer_list<TaskId> deps) {
+  // The layer's output is the next layer's input; a recompute's is thrown away.
+  const TensorId stream = at(Slot::kStream);
   uses.push_back(write(stream));
-  if (m_.dropout) uses.push_back(write(at(Slot::kMlpMask)));  // a parallel block's one mask
-  const TaskId output =
-      draws(p_.compute(TaskRole::kMlpResidual, op_.residual.forward, {mlp.task}, uses),
-            DropSite::kMlpBranch);
+  if (m_.dropout) uses.push_back(write(at(Slot::kMlpMask)));
+  const TaskId output = draws(p_.compute(TaskRole::kMlpResidual, op_.residual.forward, deps, uses),
+                              DropSite::kMlpBranch);
   if (p_.phase() != Phase::kRecompute) state_.stream = stream;
   return output;
 }
@@ -398,50 +242,7 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
   if (m_.is_moe_layer(layer_)) {
     moe_backward(dout_mlp, grad_in);
   } else {
-    if (norm_after(m_)) {
-      grad_in = post_norm_backward(dout_mlp, lp_.post_mlp_norm_w, lp_.post_mlp_norm_b,
-                                   Slot::kPostMlpNormIn);
-      dout_mlp = dbranch;
-    }
-    TpGemm down{TaskRole::kMlpDown,    op_.mlp_down, op_.mlp_down_chunk, bwd, true, false,
-                op_.fp8_grad_mlp_down, msg};
-    down.in = dout_mlp;
-    down.cast_out = at(Slot::kDProjFp8);
-    down.gathered = dgathered;
-    down.saved_in = at(Slot::kDownIn);
-    down.out = at(Slot::kDDownIn);
-    gemm_weight(down.weights, lp_.down_w);
-    add_grad(down.weights, lp_.down_w);
-    tp_gemm(ctx_, state_, down, grad_in);
-    const TaskId act =
-        p_.compute(TaskRole::kMlpAct, op_.mlp_act.backward, {},
-                   {read(at(Slot::kDDownIn)), read(at(Slot::kActIn)), write(at(Slot::kDActIn))});
-    // A parallel block's two branches sum their input gradients before one reduction, unless each
-    // has a norm of its own to take its gradient.
-    TpGemm up{TaskRole::kMlpUp, op_.mlp_up,          op_.mlp_up_chunk, bwd, true,
-              !shared_norm,     op_.fp8_grad_mlp_up, column_in};
-    up.in = at(Slot::kDActIn);
-    up.cast_out = at(Slot::kDActInFp8);
-    up.saved_in = shared_norm ? at(Slot::kQkvIn) : at(Slot::kUpIn);
-    up.gather_saved = true;
-    up.gathered = gathered;
-    up.out = at(Slot::kDNormOut);
-    up.reduced = at(Slot::kDNormRows);
-    gemm_weight(up.weights, lp_.up_w);
-    add_grad(up.weights, lp_.up_w);
-    add_grad(up.weights, lp_.up_b);
-    up_result = tp_gemm(ctx_, state_, up, act);
-    if (norm_before_mlp(m_)) {
-      // The norm adds its input gradient into the stream's; a parallel block's second norm into
-      // the attention branch's scratch, which the first norm adds in (the attention branch still
-      // reads the output gradient).
-      TaskUses uses{read(up_result.out), read(at(Slot::kNorm2In))};
-      weight(uses, lp_.norm2_w);
-      uses.push_back(parallel ? write(dbranch) : update(dstream));
-      add_grad(uses, lp_.norm2_w);
-      add_grad(uses, lp_.norm2_b);
-      p_.compute(TaskRole::kNorm2, op_.norm.backward, {up_result.task}, uses);
-    }
+    up_result = dense_mlp_backward(dout_mlp, grad_in);
   }
   TaskId attn_grad = kNoTask;
   TensorId dout_attn = sp ? dgathered : dout_parallel;  // a parallel block's: gathered once
@@ -543,267 +344,64 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
   return p_.compute(TaskRole::kNorm1, op_.norm.backward, {qkv_result.task}, uses);
 }
 
-// An MoE layer's MLP forward, as Megatron-Core's MoELayer runs it (expert parallelism 1 here;
-// moe_dims has the rows): the router's product and scoring on the rank's T tokens; the
-// all-gather dispatcher gathers the tokens (with their probabilities and routing map) over the TP
-// group and picks its experts' rows, the all-to-all dispatcher permutes its own tokens by expert
-// and gathers them over the expert-TP group; the experts' products and activation, one grouped
-// GEMM per product or one product per local expert; the way back (the reduce-scatter and the
-// weighted unpermutation, in the dispatcher's order); the shared experts beside them as a dense
-// MLP over TP, gated for Qwen-MoE; and the residual add of both into the stream.
-TaskId LayerOps::moe_forward(TaskId mlp_in, TensorId mid) {
-  const auto fwd = Direction::kForward;
-  const MoeDims& d = ctx_.moe_sizes;
-  const int64_t e = bytes_per_element(ctx_.plan.dtype);
-  const int64_t h = m_.hidden;
-  const bool gather_dispatch = ctx_.plan.moe_dispatcher == MoeDispatcher::kAllGather;
-  const bool tp = ctx_.plan.tp > 1;
-  STRATA_ASSERT(ctx_.plan.ep == 1, "the lowering runs an MoE layer's experts on one rank's group");
-  const TensorId x = at(Slot::kUpIn);
-  const TensorId probs = at(Slot::kRouterProbs);
-  {
-    TaskUses uses{read(x)};
-    weight(uses, lp_.router_w);
-    uses.push_back(write(at(Slot::kRouterLogits)));
-    p_.compute(TaskRole::kRouter, op_.router.forward, {mlp_in}, uses);
+GemmResult LayerOps::dense_mlp_backward(TensorId dout_mlp, TaskId grad_in) {
+  const auto bwd = Direction::kBackward;
+  const bool parallel = m_.parallel_block();
+  const bool shared_norm = m_.block == LayerBlock::kParallel;
+  const TensorId dbranch = at(Slot::kDBranch);
+  const TensorId gathered = at(Slot::kGathered);
+  const TensorId dgathered = at(Slot::kDGathered);
+  const TensorId dstream = state_.dstream;
+  const int64_t msg = ctx_.tp_message_bytes;
+  const int64_t column_in = column_input_bytes(ctx_);
+  if (norm_after(m_)) {
+    grad_in = post_norm_backward(dout_mlp, lp_.post_mlp_norm_w, lp_.post_mlp_norm_b,
+                                 Slot::kPostMlpNormIn);
+    dout_mlp = dbranch;
   }
-  TaskUses routing{read(at(Slot::kRouterLogits))};
-  weight(routing, lp_.router_b);
-  routing.push_back(write(probs));
-  const TaskId routed = p_.compute(TaskRole::kRouter, op_.routing.forward, {}, routing);
-  const TensorId expert_in = at(Slot::kExpertIn);
-  TaskId ready = kNoTask;
-  if (gather_dispatch) {
-    // Each token's h values and its E fp32 probabilities and 1-byte routing flags.
-    const int64_t bytes = d.gathered_tokens * (e * h + 5 * m_.experts);
-    const TensorId gathered = tp ? at(Slot::kMoeGathered) : x;
-    ready = tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kAllGather, bytes,
-                          routed, {read(x), read(probs), write(gathered)});
-    p_.compute(TaskRole::kMoePermute, op_.permute.forward, {ready},
-               {read(gathered), read(probs), write(expert_in)});
-  } else {
-    const TensorId tokens = tp ? at(Slot::kMoeTokens) : expert_in;
-    const TaskId permuted = p_.compute(TaskRole::kMoePermute, op_.permute.forward, {},
-                                       {read(x), read(probs), write(tokens)});
-    ready = tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kAllGather,
-                          e * d.expert_rows * h, permuted, {read(tokens), write(expert_in)});
+  TpGemm down{TaskRole::kMlpDown,    op_.mlp_down, op_.mlp_down_chunk, bwd, true, false,
+              op_.fp8_grad_mlp_down, msg};
+  down.in = dout_mlp;
+  down.cast_out = at(Slot::kDProjFp8);
+  down.gathered = dgathered;
+  down.saved_in = at(Slot::kDownIn);
+  down.out = at(Slot::kDDownIn);
+  gemm_weight(down.weights, lp_.down_w);
+  add_grad(down.weights, lp_.down_w);
+  tp_gemm(ctx_, state_, down, grad_in);
+  const TaskId act =
+      p_.compute(TaskRole::kMlpAct, op_.mlp_act.backward, {},
+                 {read(at(Slot::kDDownIn)), read(at(Slot::kActIn)), write(at(Slot::kDActIn))});
+  // A parallel block's two branches sum their input gradients before one reduction, unless each
+  // has a norm of its own to take its gradient.
+  TpGemm up{TaskRole::kMlpUp, op_.mlp_up,          op_.mlp_up_chunk, bwd, true,
+            !shared_norm,     op_.fp8_grad_mlp_up, column_in};
+  up.in = at(Slot::kDActIn);
+  up.cast_out = at(Slot::kDActInFp8);
+  up.saved_in = shared_norm ? at(Slot::kQkvIn) : at(Slot::kUpIn);
+  up.gather_saved = true;
+  up.gathered = gathered;
+  up.out = at(Slot::kDNormOut);
+  up.reduced = at(Slot::kDNormRows);
+  gemm_weight(up.weights, lp_.up_w);
+  add_grad(up.weights, lp_.up_w);
+  add_grad(up.weights, lp_.up_b);
+  const GemmResult up_result = tp_gemm(ctx_, state_, up, act);
+  if (norm_before_mlp(m_)) {
+    // The norm adds its input gradient into the stream's; a parallel block's second norm into
+    // the attention branch's scratch, which the first norm adds in (the attention branch still
+    // reads the output gradient).
+    TaskUses uses{read(up_result.out), read(at(Slot::kNorm2In))};
+    weight(uses, lp_.norm2_w);
+    uses.push_back(parallel ? write(dbranch) : update(dstream));
+    add_grad(uses, lp_.norm2_w);
+    add_grad(uses, lp_.norm2_b);
+    p_.compute(TaskRole::kNorm2, op_.norm.backward, {up_result.task}, uses);
   }
-  const int64_t products = ctx_.plan.grouped_gemm ? 1 : d.local_experts;
-  const auto experts = [&](TaskRole role, int32_t op, TensorId in, int weight_index, TensorId out,
-                           TaskId after) {
-    for (int64_t i = 0; i < products; ++i) {
-      TaskUses uses{read(in)};
-      weight(uses, weight_index);
-      uses.push_back(write(out));
-      p_.compute(role, op, {i == 0 ? after : kNoTask}, uses);
-    }
-  };
-  experts(TaskRole::kExpertUp, op_.experts_up.forward, expert_in, lp_.experts_up_w,
-          at(Slot::kExpertActIn), ready);
-  p_.compute(TaskRole::kExpertAct, op_.experts_act.forward, {},
-             {read(at(Slot::kExpertActIn)), write(at(Slot::kExpertDownIn))});
-  // The experts' output, stored for the probabilities' gradient: under the all-to-all dispatcher
-  // once back at the rank's token slots (after the expert-TP reduce-scatter).
-  const TensorId expert_out = at(Slot::kExpertOut);
-  const TensorId proj = gather_dispatch || !tp ? expert_out : at(Slot::kExpertProj);
-  experts(TaskRole::kExpertDown, op_.experts_down.forward, at(Slot::kExpertDownIn),
-          lp_.experts_down_w, proj, kNoTask);
-  const TaskId projected = p_.last_compute();
-  const TensorId rows = at(Slot::kMoeRows);
-  TaskId routed_out = kNoTask;
-  if (gather_dispatch) {
-    // Unpermute into the gathered tokens' partial sums, then reduce-scatter them back.
-    const TensorId out = tp ? at(Slot::kMoeOut) : rows;
-    const TaskId unpermuted = p_.compute(TaskRole::kMoePermute, op_.unpermute.forward, {},
-                                         {read(expert_out), read(probs), write(out)});
-    routed_out = tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kReduceScatter,
-                               e * d.gathered_tokens * h, unpermuted, {read(out), write(rows)});
-  } else {
-    const TaskId back =
-        tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kReduceScatter,
-                      e * d.expert_rows * h, projected, {read(proj), write(expert_out)});
-    routed_out = p_.compute(TaskRole::kMoePermute, op_.unpermute.forward, {back},
-                            {read(expert_out), read(probs), write(rows)});
-  }
-  TaskId shared_out = kNoTask;
-  TensorId shared_rows = kNoTensor;
-  if (d.shared_ffn > 0) {
-    const int64_t column_in = column_input_bytes(ctx_);
-    TpGemm up{
-        TaskRole::kSharedExpert, op_.shared_up, op_.shared_up, fwd, true, false, -1, column_in};
-    up.in = x;
-    up.gathered = at(Slot::kGathered);
-    up.out = at(Slot::kSharedActIn);
-    gemm_weight(up.weights, lp_.shared_up_w);
-    tp_gemm(ctx_, state_, up, mlp_in);
-    p_.compute(TaskRole::kSharedExpert, op_.shared_act.forward, {},
-               {read(at(Slot::kSharedActIn)), write(at(Slot::kSharedDownIn))});
-    TpGemm down{TaskRole::kSharedExpert, op_.shared_down, op_.shared_down, fwd, false, true};
-    down.in = at(Slot::kSharedDownIn);
-    // Reduced into the stored gate input (or the rows the residual reads); at tp 1 written there.
-    down.reduced = m_.shared_expert_gate ? at(Slot::kSharedOut) : at(Slot::kProjRows);
-    down.out = tp ? at(Slot::kProj) : down.reduced;
-    gemm_weight(down.weights, lp_.shared_down_w);
-    const GemmResult shared = tp_gemm(ctx_, state_, down, kNoTask);
-    shared_out = shared.task;
-    shared_rows = shared.out;
-    if (m_.shared_expert_gate) {
-      // sigmoid(x . w) scales the shared output, added into the routed experts' rows.
-      TaskUses uses{read(shared.out), read(x)};
-      weight(uses, lp_.shared_gate_w);
-      uses.push_back(write(at(Slot::kSharedGate)));
-      uses.push_back(update(rows));
-      shared_out = p_.compute(TaskRole::kSharedExpert, op_.shared_gate.forward,
-                              {shared.task, routed_out}, uses);
-      routed_out = shared_out;
-      shared_rows = kNoTensor;
-    }
-  }
-  const TensorId stream = at(Slot::kStream);
-  TaskUses uses{read(mid), read(rows)};
-  if (shared_rows != kNoTensor) uses.push_back(read(shared_rows));
-  uses.push_back(write(stream));
-  if (m_.dropout) uses.push_back(write(at(Slot::kMlpMask)));
-  const TaskId output = draws(
-      p_.compute(TaskRole::kMlpResidual, op_.residual.forward, {routed_out, shared_out}, uses),
-      DropSite::kMlpBranch);
-  if (p_.phase() != Phase::kRecompute) state_.stream = stream;
-  return output;
+  return up_result;
 }
 
-// The MoE MLP's backward, the forward's ops in reverse: the shared experts' (through their
-// gate), the routed experts' from the output gradient back through the unpermutation (which
-// also gives the probabilities' gradient), the dispatcher's communication, the experts' products
-// and the permutation, the router's scoring and product; the norm's backward sums both paths'
-// input gradients into the stream's.
-void LayerOps::moe_backward(TensorId dout, TaskId grad_in) {
-  const auto bwd = Direction::kBackward;
-  const MoeDims& d = ctx_.moe_sizes;
-  const int64_t e = bytes_per_element(ctx_.plan.dtype);
-  const int64_t h = m_.hidden;
-  const bool gather_dispatch = ctx_.plan.moe_dispatcher == MoeDispatcher::kAllGather;
-  const bool tp = ctx_.plan.tp > 1;
-  const TensorId x = at(Slot::kUpIn);
-  const TensorId probs = at(Slot::kRouterProbs);
-  const TensorId dprobs = at(Slot::kDRouterProbs);
-  const TensorId dx = at(Slot::kDUpIn);
-  // The shared experts' input gradient, reduce-scattered to the rank's rows.
-  TaskId shared_done = kNoTask;
-  TensorId shared_dx = kNoTensor;
-  bool dx_written = false;
-  if (d.shared_ffn > 0) {
-    TensorId dshared = dout;
-    TaskId after = grad_in;
-    if (m_.shared_expert_gate) {
-      TaskUses uses{read(dout), read(at(Slot::kSharedOut)), read(at(Slot::kSharedGate)), read(x)};
-      weight(uses, lp_.shared_gate_w);
-      uses.push_back(write(at(Slot::kDSharedOut)));
-      uses.push_back(write(dx));
-      add_grad(uses, lp_.shared_gate_w);
-      after = p_.compute(TaskRole::kSharedExpert, op_.shared_gate.backward, {grad_in}, uses);
-      dshared = at(Slot::kDSharedOut);
-      dx_written = true;
-    }
-    TpGemm down{TaskRole::kSharedExpert, op_.shared_down, op_.shared_down, bwd, true, false, -1,
-                ctx_.tp_message_bytes};
-    down.in = dshared;
-    down.gathered = at(Slot::kDGathered);
-    down.saved_in = at(Slot::kSharedDownIn);
-    down.out = at(Slot::kDSharedDownIn);
-    gemm_weight(down.weights, lp_.shared_down_w);
-    add_grad(down.weights, lp_.shared_down_w);
-    tp_gemm(ctx_, state_, down, after);
-    const TaskId act = p_.compute(TaskRole::kSharedExpert, op_.shared_act.backward, {},
-                                  {read(at(Slot::kDSharedDownIn)), read(at(Slot::kSharedActIn)),
-                                   write(at(Slot::kDSharedActIn))});
-    TpGemm up{TaskRole::kSharedExpert, op_.shared_up, op_.shared_up, bwd, true, true, -1,
-              column_input_bytes(ctx_)};
-    up.in = at(Slot::kDSharedActIn);
-    up.saved_in = x;
-    up.gather_saved = true;
-    up.gathered = at(Slot::kGathered);
-    up.out = at(Slot::kDNormOut);
-    up.reduced = at(Slot::kDNormRows);
-    gemm_weight(up.weights, lp_.shared_up_w);
-    add_grad(up.weights, lp_.shared_up_w);
-    const GemmResult shared = tp_gemm(ctx_, state_, up, act);
-    shared_done = shared.task;
-    shared_dx = shared.out;
-  }
-  // The experts' output gradient at their rows.
-  const TensorId dexpert_out = at(Slot::kDExpertOut);
-  TaskId ready = kNoTask;
-  if (gather_dispatch) {
-    const TensorId dgathered = tp ? at(Slot::kDMoeGathered) : dout;
-    const TaskId gathered =
-        tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kAllGather,
-                      e * d.gathered_tokens * h, grad_in, {read(dout), write(dgathered)});
-    ready = p_.compute(TaskRole::kMoePermute, op_.unpermute.backward, {gathered},
-                       {read(dgathered), read(at(Slot::kExpertOut)), read(probs),
-                        write(dexpert_out), write(dprobs)});
-  } else {
-    const TensorId dtokens = tp ? at(Slot::kDMoeTokens) : dexpert_out;
-    const TaskId unpermuted = p_.compute(
-        TaskRole::kMoePermute, op_.unpermute.backward, {grad_in},
-        {read(dout), read(at(Slot::kExpertOut)), read(probs), write(dtokens), write(dprobs)});
-    ready = tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kAllGather,
-                          e * d.expert_rows * h, unpermuted, {read(dtokens), write(dexpert_out)});
-  }
-  const int64_t products = ctx_.plan.grouped_gemm ? 1 : d.local_experts;
-  const auto experts = [&](TaskRole role, int32_t op, TensorId dout_of, TensorId saved_in,
-                           int weight_index, TensorId din, TaskId after) {
-    for (int64_t i = 0; i < products; ++i) {
-      TaskUses uses{read(dout_of), read(saved_in)};
-      weight(uses, weight_index);
-      uses.push_back(write(din));
-      add_grad(uses, weight_index);
-      p_.compute(role, op, {i == 0 ? after : kNoTask}, uses);
-    }
-  };
-  experts(TaskRole::kExpertDown, op_.experts_down.backward, dexpert_out, at(Slot::kExpertDownIn),
-          lp_.experts_down_w, at(Slot::kDExpertDownIn), ready);
-  p_.compute(TaskRole::kExpertAct, op_.experts_act.backward, {},
-             {read(at(Slot::kDExpertDownIn)), read(at(Slot::kExpertActIn)),
-              write(at(Slot::kDExpertActIn))});
-  const TensorId dexpert_in = at(Slot::kDExpertIn);
-  experts(TaskRole::kExpertUp, op_.experts_up.backward, at(Slot::kDExpertActIn),
-          at(Slot::kExpertIn), lp_.experts_up_w, dexpert_in, kNoTask);
-  const TaskId upped = p_.last_compute();
-  // Back to the rank's tokens: the router's input gradient from the experts' side.
-  const Access into = dx_written ? Access::kUpdate : Access::kWrite;
-  TaskId permuted = kNoTask;
-  if (gather_dispatch) {
-    const TensorId dgathered = tp ? at(Slot::kDMoeGathered) : dx;
-    const TaskId scattered =
-        p_.compute(TaskRole::kMoePermute, op_.permute.backward, {},
-                   {read(dexpert_in), TensorUse{dgathered, tp ? Access::kWrite : into}});
-    // The probabilities' gradients ride back with the tokens' (4 bytes each of E).
-    permuted = tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kReduceScatter,
-                             d.gathered_tokens * (e * h + 4 * m_.experts), scattered,
-                             {read(dgathered), TensorUse{dx, into}});
-  } else {
-    const TensorId dtokens = tp ? at(Slot::kDMoeTokens) : dexpert_in;
-    const TaskId reduced =
-        tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kReduceScatter,
-                      e * d.expert_rows * h, upped, {read(dexpert_in), write(dtokens)});
-    permuted = p_.compute(TaskRole::kMoePermute, op_.permute.backward, {reduced},
-                          {read(dtokens), TensorUse{dx, into}});
-  }
-  p_.compute(TaskRole::kRouter, op_.routing.backward, {permuted}, {read(probs), update(dprobs)});
-  TaskUses router{read(dprobs), read(x)};
-  weight(router, lp_.router_w);
-  router.push_back(update(dx));
-  add_grad(router, lp_.router_w);
-  add_grad(router, lp_.router_b);
-  const TaskId routed = p_.compute(TaskRole::kRouter, op_.router.backward, {}, router);
-  TaskUses uses{read(dx), read(at(Slot::kNorm2In))};
-  if (shared_dx != kNoTensor) uses.push_back(read(shared_dx));
-  weight(uses, lp_.norm2_w);
-  uses.push_back(update(state_.dstream));
-  add_grad(uses, lp_.norm2_w);
-  add_grad(uses, lp_.norm2_b);
-  p_.compute(TaskRole::kNorm2, op_.norm.backward, {routed, shared_done}, uses);
-}
+namespace {
 
 bool keeps_all(const LoweringContext&, int) { return true; }
 // Selective recompute keeps all but the scores it rebuilds.

@@ -1,6 +1,5 @@
 #include "plan/lowering_tensors.hpp"
 
-#include <algorithm>
 #include <array>
 #include <string_view>
 
@@ -184,8 +183,10 @@ SlotTable::SlotTable(const ModelSpec& model, const ParallelPlan& plan, TaskGraph
     set(Slot::kDExpertActIn, matrix(m.expert_rows, m.expert_up, e));
     for (const Slot slot : {Slot::kMoeRows, Slot::kDUpIn, Slot::kDSharedOut})
       set(slot, matrix(m.tokens, h, e));
-    set(Slot::kDSharedDownIn, matrix(n, std::max<int64_t>(1, m.shared_ffn), e));
-    set(Slot::kDSharedActIn, matrix(n, std::max<int64_t>(1, m.shared_up), e));
+    if (m.shared_ffn > 0) {
+      set(Slot::kDSharedDownIn, matrix(n, m.shared_ffn, e));
+      set(Slot::kDSharedActIn, matrix(n, m.shared_up, e));
+    }
   }
   if (plan.recompute == RecomputeKind::kSelectiveOp) {
     int64_t saved = 0;

@@ -99,11 +99,16 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   const OpFunction act_function = m.mlp == MlpKind::kSwiGlu  ? OpFunction::kSwiglu
                                   : m.mlp == MlpKind::kGeGlu ? OpFunction::kGeglu
                                                              : OpFunction::kGelu;
-  ops.mlp_act = with_function(
-      gated && !fused ? pair(eager_swiglu_op(sb * f, fwd, dt), eager_swiglu_op(sb * f, bwd, dt))
-                      : pair(elementwise_op(sb * f, act_flops, act_tensors, fwd, dt),
-                             elementwise_op(sb * f, act_flops, act_tensors, bwd, dt)),
-      act_function);
+  // The activation over `elements` of an MLP's inner width (the dense MLP's, the experts').
+  const auto activation = [&](int64_t elements) {
+    return with_function(
+        gated && !fused
+            ? pair(eager_swiglu_op(elements, fwd, dt), eager_swiglu_op(elements, bwd, dt))
+            : pair(elementwise_op(elements, act_flops, act_tensors, fwd, dt),
+                   elementwise_op(elements, act_flops, act_tensors, bwd, dt)),
+        act_function);
+  };
+  ops.mlp_act = activation(sb * f);
   if (m.position == PositionKind::kRotary) {
     const int64_t rotated = sb * (q + m.kv_hidden() / t);  // the rank's query and key values
     ops.rotary =
@@ -169,24 +174,12 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
     };
     ops.experts_up = both([&](Direction dir) { return experts(d.expert_up, h, dir); });
     ops.experts_down = both([&](Direction dir) { return experts(h, d.expert_ffn, dir); });
-    const int64_t expert_act = d.expert_rows * d.expert_ffn;
-    ops.experts_act = with_function(
-        gated && !fused
-            ? pair(eager_swiglu_op(expert_act, fwd, dt), eager_swiglu_op(expert_act, bwd, dt))
-            : pair(elementwise_op(expert_act, act_flops, act_tensors, fwd, dt),
-                   elementwise_op(expert_act, act_flops, act_tensors, bwd, dt)),
-        act_function);
+    ops.experts_act = activation(d.expert_rows * d.expert_ffn);
     if (d.shared_ffn > 0) {
       ops.shared_up = both([&](Direction dir) { return matmul_op(sb, d.shared_up, h, dir, dt); });
       ops.shared_down =
           both([&](Direction dir) { return matmul_op(sb, h, d.shared_ffn, dir, dt); });
-      const int64_t shared_act = sb * d.shared_ffn;
-      ops.shared_act = with_function(
-          gated && !fused
-              ? pair(eager_swiglu_op(shared_act, fwd, dt), eager_swiglu_op(shared_act, bwd, dt))
-              : pair(elementwise_op(shared_act, act_flops, act_tensors, fwd, dt),
-                     elementwise_op(shared_act, act_flops, act_tensors, bwd, dt)),
-          act_function);
+      ops.shared_act = activation(sb * d.shared_ffn);
       // sigmoid(x . w) per token times the shared output: the h-wide product (2h FLOPs) and the
       // scale (1 per element); reads the input and the output, writes the gated output.
       ops.shared_gate =
