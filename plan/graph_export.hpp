@@ -14,8 +14,11 @@
 //   "deps", "uses"
 //   ([[tensor id, "read" | "write" | "update" | "alloc" | "free"]]), then by kind:
 //   "op" | "collective", "group", "bytes" and, for a data-parallel bucket's gradient reduction
-//   or parameter all-gather, "bucket" | "p2p", "peer", "tag", "bytes" | "memory", "buffer",
-//   "bytes"}]}
+//   or parameter all-gather, "bucket", for a max reduction "reduce": "max", for an all-to-all
+//   "peer_bytes" (its instance's n x n traffic matrix over the group's n members, row-major in
+//   the group's rank order: [i * n + j] is what member i sends to member j; every member's task
+//   lists the same matrix, and its "bytes" is its own row's sum) | "p2p", "peer", "tag", "bytes"
+//   | "memory", "buffer", "bytes"}]}
 
 #include <cstdint>
 #include <string>

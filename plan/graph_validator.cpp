@@ -92,9 +92,11 @@ void check_collectives(const TaskGraph& graph, TaskUnion& together,
              fmt::format("{} on r{} is not a member of its group", task_name(graph, t), t.rank));
       continue;
     }
+    // A matrix, once set, is n x n over the group (TaskGraph::set_peer_bytes asserts it).
     if (t.collective == CollectiveKind::kAllToAll && graph.peer_bytes(id).empty()) {
       report(errors, count,
-             fmt::format("{} on r{} states no per-peer bytes", task_name(graph, t), t.rank));
+             fmt::format("{} on r{} states no traffic matrix (per-peer bytes)", task_name(graph, t),
+                         t.rank));
     }
     calls[static_cast<size_t>(t.group)][t.rank].push_back(id);
   }
@@ -117,13 +119,20 @@ void check_collectives(const TaskGraph& graph, TaskUnion& together,
       for (size_t i = 0; i < mine.size(); ++i) {
         const Task& a = graph.task(first[i]);
         const Task& b = graph.task(mine[i]);
-        // An all-to-all's members may send different amounts (load imbalance).
+        // An all-to-all's members send different amounts (load imbalance): each task's bytes are
+        // its own row of the instance's matrix, which every member carries alike (interned
+        // matrices are equal exactly when their indices are).
         const bool all_to_all = a.collective == CollectiveKind::kAllToAll;
-        if (a.collective != b.collective || (!all_to_all && a.bytes != b.bytes)) {
+        const bool same_kind = a.collective == b.collective;
+        const bool same_size =
+            all_to_all ? graph.peer_bytes_index(first[i]) == graph.peer_bytes_index(mine[i])
+                       : a.bytes == b.bytes;
+        if (!same_kind || !same_size) {
           report(errors, count,
-                 fmt::format("{} group of r{}: collective {} differs: r{} runs {}, r{} runs {}",
+                 fmt::format("{} group of r{}: collective {} differs: r{} runs {}, r{} runs {}{}",
                              to_string(group.kind), group.ranks.front(), i, expected.front(),
-                             task_name(graph, a), rank, task_name(graph, b)));
+                             task_name(graph, a), rank, task_name(graph, b),
+                             same_kind && all_to_all ? " with another traffic matrix" : ""));
           break;
         }
         together.merge(first[i], mine[i]);

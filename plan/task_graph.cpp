@@ -1,5 +1,7 @@
 #include "plan/task_graph.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "common/error.hpp"
@@ -125,27 +127,73 @@ void TaskGraph::set_random_stream(TaskId id, int32_t stream) {
   t.tag = stream;
 }
 
-void TaskGraph::set_peer_bytes(TaskId id, std::span<const int64_t> bytes) {
+namespace {
+
+// A matrix's content hash for interning: FNV-1a's 64-bit offset basis and prime over the values'
+// lengths and values, each value mixed whole (a fixed function, not std::hash, so that the table
+// is the same on every platform).
+uint64_t content_hash(std::span<const int64_t> values) {
+  constexpr uint64_t kPrime = 1099511628211ULL;
+  uint64_t hash = 14695981039346656037ULL;
+  hash = (hash ^ values.size()) * kPrime;
+  for (const int64_t value : values) hash = (hash ^ static_cast<uint64_t>(value)) * kPrime;
+  return hash;
+}
+
+}  // namespace
+
+void TaskGraph::set_peer_bytes(TaskId id, std::span<const int64_t> matrix) {
   Task& t = tasks_[static_cast<size_t>(id)];
   STRATA_ASSERT(t.kind == TaskKind::kCollective && t.collective == CollectiveKind::kAllToAll,
-                "per-peer bytes are an all-to-all's");
-  STRATA_ASSERT(bytes.size() == group(t.group).ranks.size(),
-                "an all-to-all states what it sends to each member of its group");
-  t.tag = static_cast<int32_t>(peer_bytes_.size());
-  t.bytes = 0;
-  for (const int64_t b : bytes) {
-    STRATA_ASSERT(b >= 0, "an all-to-all sends 0 or more bytes to each peer");
-    t.bytes += b;
+                "a traffic matrix is an all-to-all's");
+  const std::vector<int32_t>& members = group(t.group).ranks;
+  const size_t n = members.size();
+  STRATA_ASSERT(matrix.size() == n * n,
+                fmt::format("an all-to-all over {} members carries a {} x {} matrix, got {} values",
+                            n, n, n, matrix.size()));
+  const auto self = std::lower_bound(members.begin(), members.end(), t.rank);
+  STRATA_ASSERT(self != members.end() && *self == t.rank,
+                "an all-to-all's rank is a member of its group (its row of the matrix)");
+  for (const int64_t b : matrix) {
+    STRATA_ASSERT(b >= 0, "an all-to-all sends 0 or more bytes to each member");
   }
-  peer_bytes_.insert(peer_bytes_.end(), bytes.begin(), bytes.end());
+  // Interning: the index of an equal matrix already held, else the matrix appended.
+  std::vector<int32_t>& same_hash = matrix_index_[content_hash(matrix)];
+  int32_t index = -1;
+  for (const int32_t k : same_hash) {
+    const auto first =
+        peer_bytes_.begin() + static_cast<ptrdiff_t>(matrix_starts_[static_cast<size_t>(k)]);
+    const auto last =
+        peer_bytes_.begin() + static_cast<ptrdiff_t>(matrix_starts_[static_cast<size_t>(k) + 1]);
+    if (std::equal(first, last, matrix.begin(), matrix.end())) {
+      index = k;
+      break;
+    }
+  }
+  if (index < 0) {
+    STRATA_ASSERT(peer_bytes_count() < INT32_MAX - 1, "a graph holds fewer than 2^31 matrices");
+    index = static_cast<int32_t>(peer_bytes_count());
+    peer_bytes_.insert(peer_bytes_.end(), matrix.begin(), matrix.end());
+    matrix_starts_.push_back(peer_bytes_.size());
+    same_hash.push_back(index);
+  }
+  t.tag = index + 1;
+  const auto row = static_cast<size_t>(self - members.begin()) * n;
+  t.bytes = 0;
+  for (size_t j = 0; j < n; ++j) t.bytes += matrix[row + j];
+}
+
+int32_t TaskGraph::peer_bytes_index(TaskId id) const {
+  const Task& t = task(id);
+  if (t.kind != TaskKind::kCollective || t.collective != CollectiveKind::kAllToAll) return -1;
+  return t.tag - 1;
 }
 
 std::span<const int64_t> TaskGraph::peer_bytes(TaskId id) const {
-  const Task& t = task(id);
-  if (t.kind != TaskKind::kCollective || t.collective != CollectiveKind::kAllToAll) return {};
-  const size_t count = group(t.group).ranks.size();
-  if (static_cast<size_t>(t.tag) + count > peer_bytes_.size()) return {};
-  return {peer_bytes_.data() + t.tag, count};
+  const int32_t index = peer_bytes_index(id);
+  if (index < 0) return {};
+  const size_t first = matrix_starts_[static_cast<size_t>(index)];
+  return {peer_bytes_.data() + first, matrix_starts_[static_cast<size_t>(index) + 1] - first};
 }
 
 void TaskGraph::reserve(int64_t tasks, int64_t deps, int64_t uses, int64_t tensors) {
@@ -159,8 +207,16 @@ int64_t TaskGraph::footprint_bytes() const {
   int64_t bytes = static_cast<int64_t>(
       tasks_.capacity() * sizeof(Task) + deps_.capacity() * sizeof(TaskId) +
       uses_.capacity() * sizeof(TensorUse) + tensors_.capacity() * sizeof(Tensor) +
-      peer_bytes_.capacity() * sizeof(int64_t) + shapes_.capacity() * sizeof(TensorShape) +
-      shape_bytes_.capacity() * sizeof(int64_t) + ops_.capacity() * sizeof(OpShape));
+      peer_bytes_.capacity() * sizeof(int64_t) + matrix_starts_.capacity() * sizeof(size_t) +
+      shapes_.capacity() * sizeof(TensorShape) + shape_bytes_.capacity() * sizeof(int64_t) +
+      ops_.capacity() * sizeof(OpShape));
+  // The matrices' index: its buckets, and per entry a node (key, value, next pointer) and the
+  // indices it lists.
+  bytes += static_cast<int64_t>(matrix_index_.bucket_count() * sizeof(void*));
+  for (const auto& [hash, indices] : matrix_index_) {
+    bytes += static_cast<int64_t>(sizeof(void*) + sizeof(hash) + sizeof(indices) +
+                                  indices.capacity() * sizeof(int32_t));
+  }
   for (const auto& group : groups_) {
     bytes += static_cast<int64_t>(sizeof(CommGroup) + 2 * group.ranks.capacity() * sizeof(int32_t));
   }

@@ -13,7 +13,8 @@
 //  - collective: all-reduce / reduce-scatter / all-gather / ... over groups()[group]; `bytes` is
 //    the size of the full (unsharded) buffer on each rank, as nccl-tests counts "size"; a
 //    data-parallel gradient reduction or parameter all-gather names the parameter blocks it
-//    covers by `bucket` (into buckets());
+//    covers by `bucket` (into buckets()); an all-to-all carries its instance's traffic matrix
+//    (set_peer_bytes), and its `bytes` is its own member's row of it summed;
 //  - p2p: a send to or recv from `peer`, `bytes` long, matched by `tag`;
 //  - memory: allocation or release of `bytes` of a buffer class, so memory over time is known.
 // Labels (phase, role, layer, micro-batch, chunk) name the task in traces and let the executor
@@ -27,6 +28,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/append_array.hpp"
@@ -166,8 +168,8 @@ struct Task {
     int32_t group;
     int32_t peer;
   };
-  // p2p: matches a send with its recv. An all-to-all: where the bytes it sends to each member of
-  // its group start in TaskGraph's per-peer table (TaskGraph::peer_bytes). A compute task: the
+  // p2p: matches a send with its recv. An all-to-all: 1 + the index of its traffic matrix among
+  // the graph's distinct matrices (TaskGraph::peer_bytes), 0 until set. A compute task: the
   // random stream it draws from (TaskGraph::set_random_stream), 0 when it draws nothing.
   int32_t tag = 0;
   CollectiveKind collective = CollectiveKind::kAllReduce;
@@ -246,10 +248,16 @@ class TaskGraph {
   int32_t add_op(const OpShape& op);
   // How a reduction's values combine (collectives are sums unless set).
   void set_reduce(TaskId id, ReduceOp op) { tasks_[static_cast<size_t>(id)].reduce = op; }
-  // What an all-to-all sends to each member of its group, in the group's order (its own entry
-  // included): sizes differ per peer (expert parallelism's token dispatch). Its bytes become their
-  // sum. Every all-to-all states them.
-  void set_peer_bytes(TaskId id, std::span<const int64_t> bytes);
+  // An all-to-all's traffic: its instance's n x n matrix over the n members of its group,
+  // row-major in the group's rank order: matrix[i * n + j] is what member i sends to member j
+  // (sizes differ per pair: expert parallelism's token dispatch sends each expert's tokens to its
+  // rank). The diagonal is what a member keeps: allowed, and never moved over a link. Every
+  // member's task of one instance carries the same matrix, and every all-to-all states one. The
+  // task's bytes become its own member's row sum, the per-rank size nccl-tests counts (balanced
+  // traffic of S per rank, S/n to each member itself included, gives S). Matrices are interned:
+  // equal matrices share one copy (a step has thousands of all-to-all tasks and a handful of
+  // distinct matrices). The task's rank must be a member of its group.
+  void set_peer_bytes(TaskId id, std::span<const int64_t> matrix);
   // The random stream a compute task draws from (dropout's masks), >= 1: the lowering names each
   // draw site once for the model (a layer's attention probabilities, or a branch before its
   // residual add), so every plan, and a recompute, draws the same numbers at the same site.
@@ -270,8 +278,14 @@ class TaskGraph {
   std::span<const TensorUse> uses(TaskId id) const;
   // A compute task's random stream (set_random_stream), 0 when it draws nothing.
   int32_t random_stream(TaskId id) const { return strata::random_stream(task(id)); }
-  // An all-to-all's per-peer bytes (set_peer_bytes); empty for other tasks and before they are set.
+  // An all-to-all's traffic matrix (set_peer_bytes), n * n values; empty for other tasks and
+  // before it is set.
   std::span<const int64_t> peer_bytes(TaskId id) const;
+  // Which of the graph's distinct matrices an all-to-all carries, -1 for none: two tasks carry
+  // equal matrices exactly when their indices are equal (the simulator's plan cache key).
+  int32_t peer_bytes_index(TaskId id) const;
+  // How many distinct matrices the graph holds.
+  int64_t peer_bytes_count() const { return static_cast<int64_t>(matrix_starts_.size()) - 1; }
   int64_t tensor_count() const { return static_cast<int64_t>(tensors_.size()); }
   const Tensor& tensor(TensorId id) const { return tensors_[static_cast<size_t>(id)]; }
   const std::vector<Tensor>& tensors() const { return tensors_; }
@@ -314,7 +328,14 @@ class TaskGraph {
   std::vector<Task> tasks_;
   AppendArray<TaskId> deps_;
   AppendArray<TensorUse> uses_;
-  std::vector<int64_t> peer_bytes_;  // all-to-alls' per-peer bytes, a group's count each
+  // All-to-alls' traffic matrices, distinct ones only, one after another: matrix k is
+  // peer_bytes_[matrix_starts_[k], matrix_starts_[k + 1]).
+  std::vector<int64_t> peer_bytes_;
+  std::vector<size_t> matrix_starts_{0};
+  // A matrix's content hash -> the indices of the matrices with that hash (equal hashes are
+  // compared value by value). Only looked up, never iterated: the indices are in order of first
+  // use, whatever the hash map's layout.
+  std::unordered_map<uint64_t, std::vector<int32_t>> matrix_index_;
   std::vector<Tensor> tensors_;
   std::vector<TensorShape> shapes_;
   std::vector<int64_t> shape_bytes_;  // by shape: its bytes()

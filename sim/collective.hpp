@@ -10,7 +10,8 @@
 //    hierarchical rings (intra-node reduce-scatter, inter-node ring per local GPU, intra-node
 //    all-gather); a cluster's tree_max_bytes forces the tree instead up to that size;
 //  - reduce-scatter and all-gather: rings over all members, n - 1 steps (across nodes NCCL's
-//    channels); broadcast: pipelined ring; all-to-all: one flow per ordered pair.
+//    channels); broadcast: pipelined ring; all-to-all: one flow per ordered pair, S/n each
+//    (plan_collective) or the pair's entry of a traffic matrix (plan_all_to_all).
 //
 // A ring's 2(n-1) (all-reduce) or n-1 steps are coalesced into one step: every ring link carries
 // the same bytes in every step, so one flow per link with all the steps' bytes, after all the
@@ -71,6 +72,21 @@ CollectivePlan plan_collective(const Topology& topology, const CollectiveTuning&
 CollectivePlan plan_collective_as(CollectiveAlgorithm algorithm, const Topology& topology,
                                   const CollectiveTuning& tuning, CollectiveKind kind,
                                   std::span<const int64_t> gpus, int64_t bytes);
+
+// An all-to-all whose members send different amounts to each other (expert parallelism's token
+// dispatch and combine under load imbalance). `matrix` is n x n over the n GPUs of `gpus`,
+// row-major in their order: matrix[i * n + j] is what gpus[i] sends to gpus[j]; the diagonal
+// stays on its GPU. One step: a flow for each ordered pair i != j with bytes, of the protocol's
+// wire bytes for them, after the protocol's base latency plus the longest route among the flows;
+// no step when nothing crosses a link. The protocol is the fabric's pick (nvlink in one node, net
+// across) for the largest row sum, so that a balanced matrix of S/n per entry plans what
+// plan_collective does for an all-to-all of S.
+// Worked example (tests/sim/all_to_all_test.cpp): n GPUs on one switch with links of B bytes/s
+// (protocol efficiency 1), member 0 receiving r x s from each peer and every other entry s. Every
+// link carries n - 1 flows, so each flow runs at B/(n-1) until the s-flows end at (n-1)s/B; the
+// n - 1 flows into member 0 then share its down-link alone and end at r(n-1)s/B, its bytes over B.
+CollectivePlan plan_all_to_all(const Topology& topology, const CollectiveTuning& tuning,
+                               std::span<const int64_t> gpus, std::span<const int64_t> matrix);
 
 // The time a plan takes alone on an idle cluster: per step, its latency plus the time of its
 // most loaded link (the wire bytes of the step's flows on it over its bandwidth). The engine

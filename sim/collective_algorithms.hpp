@@ -53,7 +53,8 @@ CollectivePlan plan_nvls(const Topology& topology, const FabricTuning& nvls,
 CollectivePlan plan_hierarchical(const Topology& topology, const CollectiveTuning& tuning,
                                  const Placement& placement, int64_t bytes);
 
-// collective_pairwise.cpp: all-to-all, one flow per ordered pair.
+// collective_pairwise.cpp: the uniform all-to-all, one flow of bytes / n per ordered pair (the
+// matrix one, plan_all_to_all, is public: sim/collective.hpp).
 CollectivePlan plan_pairwise(const Topology& topology, const FabricTuning& fabric,
                              const Placement& placement, int64_t bytes);
 

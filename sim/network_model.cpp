@@ -63,12 +63,16 @@ int64_t NetworkModel::leaf_of(int64_t gpu) const {
   return nodes_per_leaf > 0 ? node / nodes_per_leaf : 0;
 }
 
-ActivityId NetworkModel::add_collective(int32_t group, CollectiveKind kind, int64_t bytes,
-                                        ActivityId join) {
-  const auto key = std::make_tuple(group, kind, bytes);
+ActivityId NetworkModel::add_collective(TaskId id, ActivityId join) {
+  const Task& task = graph_.task(id);
+  const CollectiveKind kind = task.collective;
+  const int32_t matrix_index = graph_.peer_bytes_index(id);
+  const int64_t bytes = matrix_index >= 0 ? 0 : task.bytes;
+  const auto key = std::make_tuple(task.group, kind, bytes, matrix_index);
   auto found = collectives_.find(key);
   if (found == collectives_.end()) {
-    const CommGroup& members = graph_.group(group);
+    const CommGroup& members = graph_.group(task.group);
+    const std::span<const int64_t> matrix = graph_.peer_bytes(id);
     // A group's copies are the groups at the other coordinates of the replica axes it does not
     // span: a TP group's are the other DP replicas' TP groups of the stage, a DP group's the
     // other TP ranks' DP groups; the embedding group has a copy per (dp, tp) position.
@@ -80,11 +84,16 @@ ActivityId NetworkModel::add_collective(int32_t group, CollectiveKind kind, int6
       for (const int32_t rank : members.ranks) gpus.push_back(shifted(rank, shift));
       if (plans.empty()) leaves = leaves_of(gpus);
       if (!plans.empty() && !shares_leaf(gpus, leaves)) continue;
-      // The copies are the same group shifted: the first's choice of algorithm holds for all.
-      plans.push_back(
-          plans.empty() ? plan_collective(builder_.topology(), builder_.tuning(), kind, gpus, bytes)
-                        : plan_collective_as(plans.front().algorithm, builder_.topology(),
-                                             builder_.tuning(), kind, gpus, bytes));
+      // The copies are the same group shifted: the first's choice of algorithm holds for all,
+      // and an all-to-all's matrix too, row i of each copy being its i-th member's.
+      if (!matrix.empty()) {
+        plans.push_back(plan_all_to_all(builder_.topology(), builder_.tuning(), gpus, matrix));
+      } else if (plans.empty()) {
+        plans.push_back(plan_collective(builder_.topology(), builder_.tuning(), kind, gpus, bytes));
+      } else {
+        plans.push_back(plan_collective_as(plans.front().algorithm, builder_.topology(),
+                                           builder_.tuning(), kind, gpus, bytes));
+      }
     }
     found = collectives_.emplace(key, builder_.build(plans)).first;
   }

@@ -9,8 +9,16 @@
 // group, ...) and gives each simulated flow, on each link, the weight of the image flows that
 // cross that link: a NIC shared by eight rails' rings carries eight flows, not one.
 //
-// Plans are cached per (group, kind, bytes) and per (sender, receiver, bytes): a step has a few
-// dozen distinct collectives, repeated per layer and micro-batch.
+// An all-to-all with a traffic matrix (TaskGraph::set_peer_bytes) is planned from it
+// (plan_all_to_all), each image with the same matrix: member i of an image is the image of
+// member i, so the image of a hot expert's rank receives what that rank receives. The weights
+// count flows, as for every collective: a link whose image flows leave or reach the image of the
+// member its simulated flows leave or reach (a NIC two TP peers share) is priced exactly; where
+// images of other members meet the simulated flows (a leaf's up-link), the image flows are
+// priced at the simulated flows' sizes.
+//
+// Plans are cached per (group, kind, bytes, matrix) and per (sender, receiver, bytes): a step has
+// a few dozen distinct collectives, repeated per layer and micro-batch.
 
 #include <cstdint>
 #include <map>
@@ -30,9 +38,9 @@ class NetworkModel {
   NetworkModel(const TaskGraph& graph, const ClusterSpec& cluster, Engine& engine,
                std::vector<ProcessorId> processor_of_rank);
 
-  // Adds the activities of one instance of a collective on `group` that start after `join`;
-  // returns the activity that finishes with it.
-  ActivityId add_collective(int32_t group, CollectiveKind kind, int64_t bytes, ActivityId join);
+  // Adds the activities of the collective instance that task `id` (any member's task of it)
+  // belongs to, starting after `join`; returns the activity that finishes with it.
+  ActivityId add_collective(TaskId id, ActivityId join);
   // The same for a pipeline transfer from rank `src` to rank `dst`.
   ActivityId add_p2p(int64_t src, int64_t dst, int64_t bytes, ActivityId join);
   // The same for a copy between rank `rank`'s GPU and its host's memory (offload). Each folded
@@ -53,7 +61,10 @@ class NetworkModel {
   const TaskGraph& graph_;
   RankLayout layout_;
   TransferBuilder builder_;
-  std::map<std::tuple<int32_t, CollectiveKind, int64_t>, Transfer> collectives_;
+  // (group, kind, bytes, matrix): an all-to-all with a matrix is keyed by the matrix's interned
+  // index (TaskGraph::peer_bytes_index) and bytes 0, its members' row sums differing; -1 for
+  // none.
+  std::map<std::tuple<int32_t, CollectiveKind, int64_t, int32_t>, Transfer> collectives_;
   std::map<std::tuple<int64_t, int64_t, int64_t>, Transfer> transfers_;
   std::map<std::tuple<int64_t, bool, int64_t>, Transfer> host_copies_;
 };

@@ -242,7 +242,7 @@ class GraphMapper {
     const ActivityId join = engine_.add({.kind = ActivityKind::kDelay}, pending.ready);
     ActivityId end = kNoActivity;
     if (task.kind == TaskKind::kCollective) {
-      end = network.add_collective(task.group, task.collective, task.bytes, join);
+      end = network.add_collective(id, join);
     } else {
       const bool send = task.p2p == P2pKind::kSend;
       end = network.add_p2p(send ? task.rank : task.peer, send ? task.peer : task.rank, task.bytes,

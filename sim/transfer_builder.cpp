@@ -91,21 +91,43 @@ ActivityId TransferBuilder::add(const Transfer& transfer, ActivityId join) {
   return engine_.add({.kind = ActivityKind::kDelay, .priority = 1}, frontier);
 }
 
-std::vector<TimeNs> time_collectives(const ClusterSpec& cluster, int64_t gpus,
-                                     std::span<const CollectiveRun> runs) {
+namespace {
+
+// Runs the plans that `make_plans` returns for the builder's topology, all from time 0 on an
+// idle cluster, and returns when each finished.
+template <typename MakePlans>
+std::vector<TimeNs> time_on_idle_cluster(const ClusterSpec& cluster, int64_t gpus,
+                                         MakePlans make_plans) {
   Engine engine;
   TransferBuilder builder(cluster, gpus, engine, {});
   const ActivityId start = engine.add({.kind = ActivityKind::kDelay});
   std::vector<ActivityId> ends;
-  for (const CollectiveRun& run : runs) {
-    const CollectivePlan plan =
-        plan_collective(builder.topology(), builder.tuning(), run.kind, run.gpus, run.bytes);
+  for (const CollectivePlan& plan : make_plans(builder)) {
     ends.push_back(builder.add(builder.build({&plan, 1}), start));
   }
   engine.run();
   std::vector<TimeNs> finish;
   for (const ActivityId end : ends) finish.push_back(engine.finish_ns(end));
   return finish;
+}
+
+}  // namespace
+
+std::vector<TimeNs> time_collectives(const ClusterSpec& cluster, int64_t gpus,
+                                     std::span<const CollectiveRun> runs) {
+  return time_on_idle_cluster(cluster, gpus, [runs](const TransferBuilder& builder) {
+    std::vector<CollectivePlan> plans;
+    for (const CollectiveRun& run : runs) {
+      plans.push_back(
+          plan_collective(builder.topology(), builder.tuning(), run.kind, run.gpus, run.bytes));
+    }
+    return plans;
+  });
+}
+
+std::vector<TimeNs> time_plans(const ClusterSpec& cluster, int64_t gpus,
+                               std::span<const CollectivePlan> plans) {
+  return time_on_idle_cluster(cluster, gpus, [plans](const TransferBuilder&) { return plans; });
 }
 
 }  // namespace strata

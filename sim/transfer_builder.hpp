@@ -65,5 +65,9 @@ struct CollectiveRun {
 };
 std::vector<TimeNs> time_collectives(const ClusterSpec& cluster, int64_t gpus,
                                      std::span<const CollectiveRun> runs);
+// The same for plans made on Topology(cluster, gpus) (whose link ids the builder's topology
+// shares): an all-to-all with a traffic matrix (plan_all_to_all), or any plan a caller builds.
+std::vector<TimeNs> time_plans(const ClusterSpec& cluster, int64_t gpus,
+                               std::span<const CollectivePlan> plans);
 
 }  // namespace strata

@@ -178,24 +178,25 @@ TEST_CASE("a task uses only its own rank's tensors", "[validator][tensors]") {
 
 namespace strata {
 
-// An all-to-all states what it sends to each member of its group (expert parallelism's dispatch
-// sends each expert's tokens to its rank, so the sizes differ per peer): the graph keeps them in
-// the group's order, the task's bytes are their sum, the JSON export lists them, and the
-// validator refuses an all-to-all without them.
-TEST_CASE("an all-to-all carries its bytes per peer", "[validator][tensors]") {
+// An all-to-all states its instance's traffic matrix, n x n over its group in the group's order
+// (expert parallelism's dispatch sends each expert's tokens to its rank, so the sizes differ per
+// pair): the task's bytes are its own member's row summed, the JSON export lists the matrix, and
+// the validator refuses an all-to-all without one.
+TEST_CASE("an all-to-all carries its instance's traffic matrix", "[validator][tensors]") {
   OneRank r;
   const TaskId produce = r.p.compute(TaskRole::kMlpUp, 0, {}, {write(r.x)});
   const TaskId a2a = r.p.collective(TaskRole::kGradSync, Stream::kDpComm, CollectiveKind::kAllToAll,
                                     r.group, 0, {produce}, {update(r.x)});
   r.p.compute(TaskRole::kMlpUp, 0, {a2a}, {read(r.x)});
-  CHECK(mentions(r.validate(), "states no per-peer bytes"));
-  const std::vector<int64_t> sent{16, 48};
-  r.graph.set_peer_bytes(a2a, sent);
+  CHECK(mentions(r.validate(), "states no traffic matrix"));
+  // Rank 0 (member 0) keeps 16 and sends 48 to rank 1; rank 1 sends 32 and keeps 32.
+  const std::vector<int64_t> matrix{16, 48, 32, 32};
+  r.graph.set_peer_bytes(a2a, matrix);
   CHECK(r.graph.task(a2a).bytes == 64);
-  const std::span<const int64_t> peers = r.graph.peer_bytes(a2a);
-  CHECK(std::vector<int64_t>(peers.begin(), peers.end()) == sent);
-  CHECK(!mentions(r.validate(), "per-peer"));
-  CHECK(graph_to_json(r.graph).find(R"("peer_bytes":[16,48])") != std::string::npos);
+  const std::span<const int64_t> stored = r.graph.peer_bytes(a2a);
+  CHECK(std::vector<int64_t>(stored.begin(), stored.end()) == matrix);
+  CHECK(!mentions(r.validate(), "traffic matrix"));
+  CHECK(graph_to_json(r.graph).find(R"("peer_bytes":[16,48,32,32])") != std::string::npos);
 }
 
 }  // namespace strata
