@@ -182,6 +182,12 @@ struct ParallelPlan {
   int64_t gpus() const { return dp * tp * pp * cp; }
   // Tensor parallelism inside each expert (etp, or tp when unset).
   int64_t expert_tp() const { return etp > 0 ? etp : tp; }
+  // The ranks holding the same shard of a dense parameter, over which its gradient is reduced
+  // and ZeRO shards it: dp x cp (Megatron-Core's data-parallel group with context parallelism).
+  int64_t data_shards() const { return dp * cp; }
+  // The same for an expert's parameter: the experts' data parallelism dp / ep, x cp
+  // (Megatron-Core's expert-data-parallel group).
+  int64_t expert_data_shards() const { return dp / ep * cp; }
   // Micro-batches each pipeline runs per step (gradient-accumulation steps).
   int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
   int64_t tokens_per_step() const { return global_batch * seq_len; }

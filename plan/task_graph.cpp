@@ -324,9 +324,9 @@ AxisMask group_axes(GroupKind kind) {
     case GroupKind::kEp:
       return axis_bit(Axis::kEp);
     case GroupKind::kDp:
-      return axes_mask({Axis::kEp, Axis::kDp});
+      return axes_mask({Axis::kCp, Axis::kEp, Axis::kDp});
     case GroupKind::kExpertDp:
-      return axis_bit(Axis::kDp);
+      return axes_mask({Axis::kCp, Axis::kDp});
     case GroupKind::kEmbedding:
       return axis_bit(Axis::kPp);
     case GroupKind::kModelParallel:

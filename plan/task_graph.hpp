@@ -65,11 +65,13 @@ enum class CollectiveKind : uint8_t {
 };
 // A group is formed along axes (plan/rank_layout.hpp): group_axes says which.
 enum class GroupKind : uint8_t {
-  kTp,             // tensor-parallel peers (one node)
-  kCp,             // context-parallel peers
-  kEp,             // expert-parallel peers
-  kDp,             // data-parallel replicas of one shard of the dense layers (ep x dp)
-  kExpertDp,       // data-parallel replicas of one shard of the experts (dp / ep)
+  kTp,  // tensor-parallel peers (one node)
+  kCp,  // context-parallel peers
+  kEp,  // expert-parallel peers
+  // The ranks holding one shard of the dense layers (cp x ep x dp / ep: Megatron's data-parallel
+  // group with context parallelism; the context-parallel ranks' gradients are summed with it).
+  kDp,
+  kExpertDp,       // the ranks holding one shard of the experts (cp x dp / ep)
   kEmbedding,      // first and last stage holding a tied embedding
   kModelParallel,  // tp x pp ranks of one replica (gradient norm with ZeRO 0)
   kWorld,          // every rank (gradient norm with ZeRO >= 1)
