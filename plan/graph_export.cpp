@@ -143,8 +143,8 @@ std::string graph_to_json(const TaskGraph& graph) {
   for (size_t i = 0; i < graph.buckets().size(); ++i) {
     const ParamBucket& b = graph.buckets()[i];
     fmt::format_to(std::back_inserter(out),
-                   R"({}{{"first_layer":{},"layers":{},"embedding":{},"head":{}}})",
-                   i ? ",\n" : "\n", b.first_layer, b.layers, b.embedding, b.head);
+                   R"({}{{"first_layer":{},"layers":{},"embedding":{},"head":{},"experts":{}}})",
+                   i ? ",\n" : "\n", b.first_layer, b.layers, b.embedding, b.head, b.experts);
   }
   out += "],\n\"tensors\":[";
   for (TensorId id = 0; id < graph.tensor_count(); ++id) {

@@ -8,7 +8,8 @@
 //   [{"kind", "function" (the kernel of a norm or an elementwise op: layernorm, rmsnorm,
 //   residual_add, gelu, swiglu, geglu, rotary, fp8_cast; default for the others), "direction",
 //   "dtype", "dims", "flops" (executed), "model_flops" (counted in MFU), "bytes"}], "groups":
-//   [{"kind", "ranks"}], "buckets": [{"first_layer", "layers", "embedding", "head"}], "tensors":
+//   [{"kind", "ranks"}], "buckets": [{"first_layer", "layers", "embedding", "head", "experts"}],
+//   "tensors":
 //   [{"id", "rank", "name", "kind", "dims", "dtype", "bytes", "layer", "micro_batch", "index"}],
 //   "tasks": [{"id", "rank", "stream", "kind", "phase", "role", "layer", "micro_batch", "chunk",
 //   "deps", "uses"

@@ -103,7 +103,12 @@ RankGroups rank_groups(const LoweringContext& ctx, TaskGraph& graph, int64_t ran
   const RankCoord c = layout.coord(rank);
   RankGroups groups;
   if (plan.tp > 1) groups.tp = along(GroupKind::kTp);
-  if (plan.dp > 1) groups.dp = along(GroupKind::kDp);
+  if (plan.data_shards() > 1) groups.dp = along(GroupKind::kDp);
+  if (plan.ep > 1) {
+    groups.ep = along(GroupKind::kEp);
+    groups.tp_ep = plan.tp > 1 ? along(GroupKind::kTpEp) : groups.ep;
+    if (plan.expert_data_shards() > 1) groups.expert_dp = along(GroupKind::kExpertDp);
+  }
   const bool edge_stage = c.pp == 0 || c.pp == plan.pp - 1;
   if (plan.pp > 1 && ctx.model.tied_embeddings && edge_stage) {
     groups.embedding =
@@ -114,7 +119,7 @@ RankGroups rank_groups(const LoweringContext& ctx, TaskGraph& graph, int64_t ran
   if (plan.fp8 != Fp8Format::kNone && layout.axes().product(kReplicaAxes) > 1) {
     groups.stage = along(GroupKind::kStage);
   }
-  if (plan.zero_stage == 0 && plan.tp * plan.pp > 1) {
+  if (plan.zero_stage == 0 && plan.tp * plan.ep * plan.pp > 1) {
     groups.grad_norm = along(GroupKind::kModelParallel);
   } else if (plan.zero_stage > 0 && layout.world_size() > 1) {
     groups.grad_norm = along(GroupKind::kWorld);
@@ -582,6 +587,10 @@ LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& pla
   if (model.moe()) {
     moe.emplace(model, plan, true, graph);
     moe_sizes = moe_dims(model, plan);
+    if (plan.ep > 1 && plan.moe_dispatcher == MoeDispatcher::kAllToAll) {
+      moe_dispatch = moe_dispatch_matrix(model, plan, e * model.hidden);
+      moe_combine = transposed(moe_dispatch, plan.ep);
+    }
   }
   layer_input_bytes = strata::layer_input_bytes(model, plan);
   pipe_bytes = pipeline_message_bytes(model, plan);
@@ -622,7 +631,7 @@ TaskGraph lower_to_task_graph(const ModelSpec& model, const ParallelPlan& plan,
     // The rank's parameter blocks: its layers over every chunk, the embedding on the first stage,
     // the head on the last.
     const bool gathers = gathers_layer_parameters(ctx);
-    const bool micro_batch_grads = plan.zero_stage >= 2 && plan.dp > 1;
+    const bool micro_batch_grads = plan.zero_stage >= 2 && plan.data_shards() > 1;
     for (int64_t chunk = 0; chunk < plan.vpp; ++chunk) {
       const int64_t first = ctx.first_layer(c.pp, chunk);
       for (int64_t layer = first; layer < first + ctx.chunk_layers(c.pp, chunk); ++layer) {

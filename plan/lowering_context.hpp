@@ -88,6 +88,9 @@ struct LoweringContext {
   LayerKindSpec dense;
   std::optional<LayerKindSpec> moe;  // MoE models only
   MoeDims moe_sizes;                 // MoE models only
+  // ep > 1, the all-to-all dispatcher's traffic matrices over the ep group (moe_dispatch_matrix):
+  // the dispatch of the tokens' rows (and, in the backward, of their gradients) and the combine.
+  std::vector<int64_t> moe_dispatch, moe_combine;
   BlockSpec embedding_block, head_block;
   int64_t tp_message_bytes = 0;   // a (s b h) activation crossing a TP collective
   int64_t layer_input_bytes = 0;  // the full-recompute checkpoint
@@ -123,6 +126,9 @@ struct LoweringContext {
 struct RankGroups {
   int32_t tp = -1;
   int32_t dp = -1;
+  int32_t ep = -1;         // an MoE layer's all-to-all token dispatcher's
+  int32_t tp_ep = -1;      // an MoE layer's all-gather token dispatcher's (tp x ep)
+  int32_t expert_dp = -1;  // the experts' weights kept apart: their gradient reduction
   int32_t embedding = -1;
   int32_t grad_norm = -1;
   int32_t stage = -1;  // FP8's amax reduction group

@@ -213,10 +213,12 @@ BlockSpec::BlockSpec(const std::vector<ParamTensorSpec>& specs, const ParallelPl
   const StateBytesPerParameter bytes = state_bytes_per_parameter(plan.dtype, plan.precision);
   const DType param_dtype = bytes.params == 4 ? DType::kFp32 : plan.dtype;
   const DType grad_dtype = bytes.grads == 4 ? DType::kFp32 : plan.dtype;
-  const int64_t dp = plan.dp;
   for (const ParamTensorSpec& p : specs) {
     name.push_back(graph.add_tensor_name(p.name));
     gathered_name.push_back(graph.add_tensor_name(p.name + " gathered"));
+    const int64_t dp = p.expert ? plan.expert_data_shards() : plan.data_shards();
+    expert.push_back(p.expert);
+    reduced.push_back(dp > 1);
     const int64_t n = p.elements();
     const TensorShape whole{{p.rows, p.cols, 1, 1}, param_dtype};
     param.push_back(graph.add_shape(
@@ -263,8 +265,10 @@ const std::vector<TensorId>& BlockTensors::grads_of(RankProgram& program, const 
   if (added) {
     for (size_t i = 0; i < spec.name.size(); ++i) {
       found->second.push_back(
-          program.tensor(TensorKind::kGradient, spec.name[i], spec.micro_batch_grad[i], layer,
-                         static_cast<int32_t>(micro_batch), static_cast<int16_t>(i)));
+          spec.reduced[i]
+              ? program.tensor(TensorKind::kGradient, spec.name[i], spec.micro_batch_grad[i], layer,
+                               static_cast<int32_t>(micro_batch), static_cast<int16_t>(i))
+              : grads[i]);
     }
   }
   return found->second;

@@ -238,6 +238,10 @@ struct BlockSpec {
 
   std::vector<uint8_t> name, gathered_name;
   std::vector<int32_t> param, gathered, grad, micro_batch_grad, states;
+  // Per tensor: a routed expert's weight kept apart (ParamTensorSpec::expert), and whether its
+  // gradient is reduced over more than one rank (else ZeRO 2 and 3 add each micro-batch's
+  // gradient into the rank's own, which is the whole).
+  std::vector<uint8_t> expert, reduced;
 };
 
 // A parameter block's tensors on one rank, in layer_param_specs (embedding_, head_) order.

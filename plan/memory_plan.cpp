@@ -39,9 +39,24 @@ StateBytesPerParameter state_bytes_per_parameter(DType dtype, const Precision& p
   return bytes;
 }
 
-ModelStateBytes model_state_bytes(int64_t parameters, const ParallelPlan& plan) {
-  ModelStateBytes states =
-      model_state_bytes(parameters, plan.dp, plan.zero_stage, plan.dtype, plan.precision);
+namespace {
+
+// The model states of `parameters` split as ZeRO shards them: the experts' apart.
+ModelStateBytes sharded_states(int64_t parameters, int64_t expert_parameters,
+                               const ParallelPlan& plan) {
+  const auto states = [&](int64_t count, int64_t shards) {
+    return model_state_bytes(count, shards, plan.zero_stage, plan.dtype, plan.precision);
+  };
+  ModelStateBytes bytes = states(parameters - expert_parameters, plan.data_shards());
+  if (expert_parameters > 0) bytes = bytes + states(expert_parameters, plan.expert_data_shards());
+  return bytes;
+}
+
+}  // namespace
+
+ModelStateBytes model_state_bytes(int64_t parameters, int64_t expert_parameters,
+                                  const ParallelPlan& plan) {
+  ModelStateBytes states = sharded_states(parameters, expert_parameters, plan);
   if (plan.offload.optimizer) {
     states.optimizer = 0;
     if (plan.zero_stage >= 2) states.grads = 0;  // the gradient shard is kept on the host
@@ -50,13 +65,15 @@ ModelStateBytes model_state_bytes(int64_t parameters, const ParallelPlan& plan) 
   return states;
 }
 
-int64_t host_state_bytes(int64_t parameters, const ParallelPlan& plan) {
-  const ModelStateBytes states =
-      model_state_bytes(parameters, plan.dp, plan.zero_stage, plan.dtype, plan.precision);
+int64_t host_state_bytes(int64_t parameters, int64_t expert_parameters, const ParallelPlan& plan) {
+  const ModelStateBytes states = sharded_states(parameters, expert_parameters, plan);
   int64_t bytes = 0;
   // ZeRO-Offload keeps the optimizer states and an fp32 gradient shard the step reads (DeepSpeed
   // stage_1_and_2.py's single_partition_of_fp32_groups and their grads).
-  if (plan.offload.optimizer) bytes += states.optimizer + sharded(4 * parameters, plan.dp);
+  if (plan.offload.optimizer) {
+    bytes += states.optimizer + sharded(4 * (parameters - expert_parameters), plan.data_shards()) +
+             sharded(4 * expert_parameters, plan.expert_data_shards());
+  }
   if (plan.offload.params) bytes += states.params;
   return bytes;
 }
@@ -91,6 +108,7 @@ MemoryPlan plan_memory(const TaskGraph& graph, const ModelSpec& model, const Par
   }
   const std::vector<int64_t> stage_layers = layers_per_stage(plan, model);
   const std::vector<int64_t> parameters = stage_parameters(model, plan);
+  const std::vector<int64_t> experts = stage_expert_parameters(model, plan);
   MemoryPlan memory;
   memory.device_bytes = device_bytes;
   for (size_t s = 0; s < stage_layers.size(); ++s) {
@@ -98,11 +116,13 @@ MemoryPlan plan_memory(const TaskGraph& graph, const ModelSpec& model, const Par
     stage.stage = static_cast<int64_t>(s);
     stage.layers = stage_layers[s];
     stage.parameters = parameters[s];
-    const ModelStateBytes states = model_state_bytes(stage.parameters, plan);
+    stage.expert_parameters = experts[s];
+    const ModelStateBytes states =
+        model_state_bytes(stage.parameters, stage.expert_parameters, plan);
     stage.at_peak.params = states.params + fp8_weight_copy_bytes(model, plan, stage.layers);
     stage.at_peak.grads = states.grads;
     stage.at_peak.optimizer = states.optimizer;
-    stage.host_bytes = host_state_bytes(stage.parameters, plan);
+    stage.host_bytes = host_state_bytes(stage.parameters, stage.expert_parameters, plan);
     memory.host_bytes = std::max(memory.host_bytes, stage.host_bytes);
     memory.stages.push_back(stage);
   }
@@ -127,6 +147,7 @@ MemoryPlan plan_memory(const TaskGraph& graph, const ModelSpec& model, const Par
 int64_t peak_memory_lower_bound_bytes(const ModelSpec& model, const ParallelPlan& plan) {
   const std::vector<int64_t> stage_layers = layers_per_stage(plan, model);
   const std::vector<int64_t> parameters = stage_parameters(model, plan);
+  const std::vector<int64_t> experts = stage_expert_parameters(model, plan);
   // What one micro-batch leaves stored on each stage: its layers', dense and MoE.
   const int64_t dense = stored_layer_activation_bytes(model, plan, false);
   const int64_t moe = model.moe() ? stored_layer_activation_bytes(model, plan, true) : 0;
@@ -142,9 +163,10 @@ int64_t peak_memory_lower_bound_bytes(const ModelSpec& model, const ParallelPlan
     const int64_t in_flight = plan.schedule == ScheduleKind::kGpipe
                                   ? micro_batches
                                   : std::min(plan.pp - s, micro_batches);
-    const int64_t states = model_state_bytes(parameters[static_cast<size_t>(s)], plan).total() +
-                           fp8_weight_copy_bytes(model, plan, stage_layers[static_cast<size_t>(s)]);
-    peak = std::max(peak, states + in_flight * stored[static_cast<size_t>(s)]);
+    const auto i = static_cast<size_t>(s);
+    const int64_t states = model_state_bytes(parameters[i], experts[i], plan).total() +
+                           fp8_weight_copy_bytes(model, plan, stage_layers[i]);
+    peak = std::max(peak, states + in_flight * stored[i]);
   }
   return peak;
 }

@@ -28,6 +28,9 @@ struct ModelStateBytes {
   int64_t optimizer = 0;
 
   int64_t total() const { return params + grads + optimizer; }
+  ModelStateBytes operator+(const ModelStateBytes& o) const {
+    return {params + o.params, grads + o.grads, optimizer + o.optimizer};
+  }
 };
 
 // Bytes per parameter of each model state, before sharding.
@@ -45,11 +48,13 @@ inline int64_t sharded(int64_t count, int64_t shards) { return (count + shards -
 ModelStateBytes model_state_bytes(int64_t parameters, int64_t dp, int64_t zero_stage, DType dtype,
                                   const Precision& precision);
 // The same on the GPU under the plan, without what --offload-optimizer and --offload-param keep
-// in host memory.
-ModelStateBytes model_state_bytes(int64_t parameters, const ParallelPlan& plan);
+// in host memory: of `parameters`, the `expert_parameters` kept apart (stage_expert_parameters)
+// sharded over the expert-data-parallel ranks, the rest over the data-parallel ones (dp x cp).
+ModelStateBytes model_state_bytes(int64_t parameters, int64_t expert_parameters,
+                                  const ParallelPlan& plan);
 // What offload keeps in host memory for one GPU: the optimizer states and an fp32 gradient shard
 // (--offload-optimizer), the 16-bit parameter shard (--offload-param); 0 without offload.
-int64_t host_state_bytes(int64_t parameters, const ParallelPlan& plan);
+int64_t host_state_bytes(int64_t parameters, int64_t expert_parameters, const ParallelPlan& plan);
 
 struct MemoryBreakdown {
   int64_t params = 0;
@@ -64,10 +69,11 @@ struct MemoryBreakdown {
 struct StageMemory {
   int64_t stage = 0;
   int64_t layers = 0;
-  int64_t parameters = 0;   // held by one GPU of the stage before ZeRO sharding
-  MemoryBreakdown at_peak;  // the breakdown at the moment of the peak
-  int64_t peak_bytes = 0;   // at_peak.total()
-  int64_t host_bytes = 0;   // host memory offload uses for one GPU (host_state_bytes)
+  int64_t parameters = 0;         // held by one GPU of the stage before ZeRO sharding
+  int64_t expert_parameters = 0;  // of which sharded over the expert-data-parallel ranks
+  MemoryBreakdown at_peak;        // the breakdown at the moment of the peak
+  int64_t peak_bytes = 0;         // at_peak.total()
+  int64_t host_bytes = 0;         // host memory offload uses for one GPU (host_state_bytes)
 };
 
 struct MemoryPlan {

@@ -39,4 +39,33 @@ MoeDims moe_dims(const ModelSpec& model, const ParallelPlan& plan) {
   return d;
 }
 
+std::vector<int64_t> moe_dispatch_matrix(const ModelSpec& model, const ParallelPlan& plan,
+                                         int64_t row_bytes) {
+  const int64_t n = plan.ep;
+  const double load = moe_rank_load(model, plan);
+  const auto slots = static_cast<double>(moe_dims(model, plan).tokens * model.experts_per_token);
+  const double hot = slots * load / static_cast<double>(n);
+  const double cold = n > 1 ? slots * (static_cast<double>(n) - load) /
+                                  (static_cast<double>(n) * static_cast<double>(n - 1))
+                            : 0;
+  std::vector<int64_t> matrix(static_cast<size_t>(n * n));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      const double rows = j == 0 ? hot : cold;
+      matrix[static_cast<size_t>(i * n + j)] =
+          static_cast<int64_t>(std::llround(rows * static_cast<double>(row_bytes)));
+    }
+  }
+  return matrix;
+}
+
+std::vector<int64_t> transposed(const std::vector<int64_t>& matrix, int64_t n) {
+  std::vector<int64_t> out(matrix.size());
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < n; ++j)
+      out[static_cast<size_t>(j * n + i)] = matrix[static_cast<size_t>(i * n + j)];
+  }
+  return out;
+}
+
 }  // namespace strata

@@ -13,6 +13,7 @@
 // 1/ep of the experts here).
 
 #include <cstdint>
+#include <vector>
 
 #include "models/model_spec.hpp"
 #include "plan/parallel_plan.hpp"
@@ -39,5 +40,15 @@ struct MoeDims {
 double moe_rank_load(const ModelSpec& model, const ParallelPlan& plan);
 
 MoeDims moe_dims(const ModelSpec& model, const ParallelPlan& plan);
+
+// The all-to-all token dispatcher's traffic over an expert-parallel group of ep members, as
+// TaskGraph::set_peer_bytes takes it ([i * ep + j]: what member i sends member j): each member
+// sends its T x k token slots, `row_bytes` each, to the members holding their experts. Member 0
+// holds the busiest expert and receives moe_rank_load x its balanced 1/ep share of every
+// member's slots, the others the rest equally, (ep - load) / (ep - 1) x the share each. The
+// combine sends the same rows back: the transpose.
+std::vector<int64_t> moe_dispatch_matrix(const ModelSpec& model, const ParallelPlan& plan,
+                                         int64_t row_bytes);
+std::vector<int64_t> transposed(const std::vector<int64_t>& matrix, int64_t n);
 
 }  // namespace strata

@@ -7,14 +7,45 @@
 
 namespace strata {
 
-// An MoE layer's MLP forward, as Megatron-Core's MoELayer runs it (expert parallelism 1 here;
-// moe_dims has the rows): the router's product and scoring on the rank's T tokens; the
-// all-gather dispatcher gathers the tokens (with their probabilities and routing map) over the TP
-// group and picks its experts' rows, the all-to-all dispatcher permutes its own tokens by expert
-// and gathers them over the expert-TP group; the experts' products and activation, one grouped
-// GEMM per product or one product per local expert; the way back (the reduce-scatter and the
-// weighted unpermutation, in the dispatcher's order); the shared experts beside them as a dense
-// MLP over TP, gated for Qwen-MoE; and the residual add of both into the stream.
+namespace {
+
+// The all-gather dispatcher's collective over the tensor- and expert-parallel ranks (Megatron's
+// tp_ep group; the TP group at ep 1), or `dep` when that is the rank alone.
+TaskId tp_ep_collective(const LoweringContext& ctx, RankState& state, CollectiveKind kind,
+                        int64_t bytes, TaskId dep, std::initializer_list<TensorUse> uses) {
+  if (ctx.plan.ep == 1) {
+    return tp_collective(ctx, state, TaskRole::kMoeDispatch, kind, bytes, dep, uses);
+  }
+  return state.program.collective(TaskRole::kMoeDispatch, Stream::kTpComm, kind, state.groups.tp_ep,
+                                  bytes, {dep}, uses);
+}
+
+// The all-to-all dispatcher's exchange over the expert-parallel ranks with its traffic matrix
+// (dispatch or combine), or `dep` at ep 1. The dispatchers run their communication in line with
+// the layer's compute (Megatron-Core without --overlap-moe-expert-parallel-comm).
+TaskId ep_all_to_all(const LoweringContext& ctx, RankState& state,
+                     const std::vector<int64_t>& matrix, TaskId dep,
+                     std::initializer_list<TensorUse> uses) {
+  if (ctx.plan.ep == 1) return dep;
+  TaskGraph& graph = state.program.graph();
+  const TaskId task =
+      state.program.collective(TaskRole::kMoeDispatch, Stream::kTpComm, CollectiveKind::kAllToAll,
+                               state.groups.ep, 0, {dep}, uses);
+  graph.set_peer_bytes(task, matrix);
+  return task;
+}
+
+}  // namespace
+
+// An MoE layer's MLP forward, as Megatron-Core's MoELayer runs it (moe_dims has the rows): the
+// router's product and scoring on the rank's T tokens; the all-gather dispatcher gathers the
+// tokens (with their probabilities and routing map) over the tp x ep ranks and picks its experts'
+// rows, the all-to-all dispatcher permutes its own tokens by expert, sends each expert-parallel
+// peer its experts' rows and gathers what it received over the expert-TP group; the experts'
+// products and activation, one grouped GEMM per product or one product per local expert; the way
+// back (reduce-scatter, all-to-all and the weighted unpermutation, in the dispatcher's order);
+// the shared experts beside them as a dense MLP over TP, gated for Qwen-MoE; and the residual
+// add of both into the stream.
 TaskId LayerOps::moe_forward(TaskId mlp_in, TensorId mid) {
   const auto fwd = Direction::kForward;
   const MoeDims& d = ctx_.moe_sizes;
@@ -22,7 +53,7 @@ TaskId LayerOps::moe_forward(TaskId mlp_in, TensorId mid) {
   const int64_t h = m_.hidden;
   const bool gather_dispatch = ctx_.plan.moe_dispatcher == MoeDispatcher::kAllGather;
   const bool tp = ctx_.plan.tp > 1;
-  STRATA_ASSERT(ctx_.plan.ep == 1, "the lowering runs an MoE layer's experts on one rank's group");
+  const bool ep = ctx_.plan.ep > 1;
   const TensorId x = at(Slot::kUpIn);
   const TensorId probs = at(Slot::kRouterProbs);
   {
@@ -40,17 +71,22 @@ TaskId LayerOps::moe_forward(TaskId mlp_in, TensorId mid) {
   if (gather_dispatch) {
     // Each token's h values and its E fp32 probabilities and 1-byte routing flags.
     const int64_t bytes = d.gathered_tokens * (e * h + 5 * m_.experts);
-    const TensorId gathered = tp ? at(Slot::kMoeGathered) : x;
-    ready = tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kAllGather, bytes,
-                          routed, {read(x), read(probs), write(gathered)});
+    const TensorId gathered = tp || ep ? at(Slot::kMoeGathered) : x;
+    ready = tp_ep_collective(ctx_, state_, CollectiveKind::kAllGather, bytes, routed,
+                             {read(x), read(probs), write(gathered)});
     p_.compute(TaskRole::kMoePermute, op_.permute.forward, {ready},
                {read(gathered), read(probs), write(expert_in)});
   } else {
-    const TensorId tokens = tp ? at(Slot::kMoeTokens) : expert_in;
+    // Permuted slots -> (ep) the rows of this rank's experts -> (tp) gathered over expert TP.
+    const TensorId dispatched = tp && ep ? at(Slot::kMoeDispatched) : expert_in;
+    const TensorId tokens = tp || ep ? at(Slot::kMoeTokens) : expert_in;
     const TaskId permuted = p_.compute(TaskRole::kMoePermute, op_.permute.forward, {},
                                        {read(x), read(probs), write(tokens)});
+    const TaskId sent =
+        ep_all_to_all(ctx_, state_, ctx_.moe_dispatch, permuted, {read(tokens), write(dispatched)});
+    const TensorId received = ep ? dispatched : tokens;
     ready = tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kAllGather,
-                          e * d.expert_rows * h, permuted, {read(tokens), write(expert_in)});
+                          e * d.expert_rows * h, sent, {read(received), write(expert_in)});
   }
   const int64_t products = ctx_.plan.grouped_gemm ? 1 : d.local_experts;
   const auto experts = [&](TaskRole role, int32_t op, TensorId in, int weight_index, TensorId out,
@@ -69,7 +105,7 @@ TaskId LayerOps::moe_forward(TaskId mlp_in, TensorId mid) {
   // The experts' output, stored for the probabilities' gradient: under the all-to-all dispatcher
   // once back at the rank's token slots (after the expert-TP reduce-scatter).
   const TensorId expert_out = at(Slot::kExpertOut);
-  const TensorId proj = gather_dispatch || !tp ? expert_out : at(Slot::kExpertProj);
+  const TensorId proj = gather_dispatch || !(tp || ep) ? expert_out : at(Slot::kExpertProj);
   experts(TaskRole::kExpertDown, op_.experts_down.forward, at(Slot::kExpertDownIn),
           lp_.experts_down_w, proj, kNoTask);
   const TaskId projected = p_.last_compute();
@@ -77,16 +113,20 @@ TaskId LayerOps::moe_forward(TaskId mlp_in, TensorId mid) {
   TaskId routed_out = kNoTask;
   if (gather_dispatch) {
     // Unpermute into the gathered tokens' partial sums, then reduce-scatter them back.
-    const TensorId out = tp ? at(Slot::kMoeOut) : rows;
+    const TensorId out = tp || ep ? at(Slot::kMoeOut) : rows;
     const TaskId unpermuted = p_.compute(TaskRole::kMoePermute, op_.unpermute.forward, {},
                                          {read(expert_out), read(probs), write(out)});
-    routed_out = tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kReduceScatter,
-                               e * d.gathered_tokens * h, unpermuted, {read(out), write(rows)});
+    routed_out = tp_ep_collective(ctx_, state_, CollectiveKind::kReduceScatter,
+                                  e * d.gathered_tokens * h, unpermuted, {read(out), write(rows)});
   } else {
+    // (tp) reduce-scattered over expert TP -> (ep) back to the rank's token slots.
+    const TensorId reduced = ep ? (tp ? at(Slot::kMoeDispatched) : proj) : expert_out;
     const TaskId back =
         tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kReduceScatter,
-                      e * d.expert_rows * h, projected, {read(proj), write(expert_out)});
-    routed_out = p_.compute(TaskRole::kMoePermute, op_.unpermute.forward, {back},
+                      e * d.expert_rows * h, projected, {read(proj), write(reduced)});
+    const TaskId returned =
+        ep_all_to_all(ctx_, state_, ctx_.moe_combine, back, {read(reduced), write(expert_out)});
+    routed_out = p_.compute(TaskRole::kMoePermute, op_.unpermute.forward, {returned},
                             {read(expert_out), read(probs), write(rows)});
   }
   TaskId shared_out = kNoTask;
@@ -140,6 +180,7 @@ void LayerOps::moe_backward(TensorId dout, TaskId grad_in) {
   const int64_t h = m_.hidden;
   const bool gather_dispatch = ctx_.plan.moe_dispatcher == MoeDispatcher::kAllGather;
   const bool tp = ctx_.plan.tp > 1;
+  const bool ep = ctx_.plan.ep > 1;
   const TensorId x = at(Slot::kUpIn);
   const TensorId probs = at(Slot::kRouterProbs);
   const TensorId dprobs = at(Slot::kDRouterProbs);
@@ -191,20 +232,25 @@ void LayerOps::moe_backward(TensorId dout, TaskId grad_in) {
   const TensorId dexpert_out = at(Slot::kDExpertOut);
   TaskId ready = kNoTask;
   if (gather_dispatch) {
-    const TensorId dgathered = tp ? at(Slot::kDMoeGathered) : dout;
+    const TensorId dgathered = tp || ep ? at(Slot::kDMoeGathered) : dout;
     const TaskId gathered =
-        tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kAllGather,
-                      e * d.gathered_tokens * h, grad_in, {read(dout), write(dgathered)});
+        tp_ep_collective(ctx_, state_, CollectiveKind::kAllGather, e * d.gathered_tokens * h,
+                         grad_in, {read(dout), write(dgathered)});
     ready = p_.compute(TaskRole::kMoePermute, op_.unpermute.backward, {gathered},
                        {read(dgathered), read(at(Slot::kExpertOut)), read(probs),
                         write(dexpert_out), write(dprobs)});
   } else {
-    const TensorId dtokens = tp ? at(Slot::kDMoeTokens) : dexpert_out;
+    // The combine's way in reverse: token slots -> (ep) the experts' rows -> (tp) gathered.
+    const TensorId dtokens = tp || ep ? at(Slot::kDMoeTokens) : dexpert_out;
+    const TensorId dispatched = tp && ep ? at(Slot::kDMoeDispatched) : dexpert_out;
     const TaskId unpermuted = p_.compute(
         TaskRole::kMoePermute, op_.unpermute.backward, {grad_in},
         {read(dout), read(at(Slot::kExpertOut)), read(probs), write(dtokens), write(dprobs)});
+    const TaskId sent = ep_all_to_all(ctx_, state_, ctx_.moe_dispatch, unpermuted,
+                                      {read(dtokens), write(dispatched)});
+    const TensorId received = ep ? dispatched : dtokens;
     ready = tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kAllGather,
-                          e * d.expert_rows * h, unpermuted, {read(dtokens), write(dexpert_out)});
+                          e * d.expert_rows * h, sent, {read(received), write(dexpert_out)});
   }
   const int64_t products = ctx_.plan.grouped_gemm ? 1 : d.local_experts;
   const auto experts = [&](TaskRole role, int32_t op, TensorId dout_of, TensorId saved_in,
@@ -230,20 +276,25 @@ void LayerOps::moe_backward(TensorId dout, TaskId grad_in) {
   const Access into = dx_written ? Access::kUpdate : Access::kWrite;
   TaskId permuted = kNoTask;
   if (gather_dispatch) {
-    const TensorId dgathered = tp ? at(Slot::kDMoeGathered) : dx;
+    const bool spread = tp || ep;
+    const TensorId dgathered = spread ? at(Slot::kDMoeGathered) : dx;
     const TaskId scattered =
         p_.compute(TaskRole::kMoePermute, op_.permute.backward, {},
-                   {read(dexpert_in), TensorUse{dgathered, tp ? Access::kWrite : into}});
+                   {read(dexpert_in), TensorUse{dgathered, spread ? Access::kWrite : into}});
     // The probabilities' gradients ride back with the tokens' (4 bytes each of E).
-    permuted = tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kReduceScatter,
-                             d.gathered_tokens * (e * h + 4 * m_.experts), scattered,
-                             {read(dgathered), TensorUse{dx, into}});
+    permuted = tp_ep_collective(ctx_, state_, CollectiveKind::kReduceScatter,
+                                d.gathered_tokens * (e * h + 4 * m_.experts), scattered,
+                                {read(dgathered), TensorUse{dx, into}});
   } else {
-    const TensorId dtokens = tp ? at(Slot::kDMoeTokens) : dexpert_in;
-    const TaskId reduced =
+    // The dispatch's way in reverse: (tp) reduce-scattered -> (ep) back to the token slots.
+    const TensorId dtokens = tp || ep ? at(Slot::kDMoeTokens) : dexpert_in;
+    const TensorId reduced = ep ? (tp ? at(Slot::kDMoeDispatched) : dexpert_in) : dtokens;
+    const TaskId scattered =
         tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kReduceScatter,
-                      e * d.expert_rows * h, upped, {read(dexpert_in), write(dtokens)});
-    permuted = p_.compute(TaskRole::kMoePermute, op_.permute.backward, {reduced},
+                      e * d.expert_rows * h, upped, {read(dexpert_in), write(reduced)});
+    const TaskId returned =
+        ep_all_to_all(ctx_, state_, ctx_.moe_combine, scattered, {read(reduced), write(dtokens)});
+    permuted = p_.compute(TaskRole::kMoePermute, op_.permute.backward, {returned},
                           {read(dtokens), TensorUse{dx, into}});
   }
   p_.compute(TaskRole::kRouter, op_.routing.backward, {permuted}, {read(probs), update(dprobs)});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "plan/memory_plan.hpp"
 #include "plan/moe_dims.hpp"
 #include "plan/shard_sizes.hpp"
 
@@ -158,23 +159,41 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
     // reads the logits, writes the probabilities.
     ops.routing =
         both([&](Direction dir) { return elementwise_op(d.tokens * e, 5, 2, dir, DType::kFp32); });
+    // Every rank computes the busiest rank's expert rows (the combine waits for it, so the step
+    // pays for them); the model FLOPs count the balanced rows, each token's k active experts.
+    ParallelPlan even = plan;
+    even.moe_imbalance = 1;
+    const MoeDims balanced = moe_dims(m, even);
+    const auto counted_as = [](OpShapePair executed, const OpShapePair& model) {
+      executed.forward.model_flops = model.forward.model_flops;
+      executed.backward.model_flops = model.backward.model_flops;
+      return executed;
+    };
     // The all-to-all dispatcher permutes the rank's T x k token slots before sending them; the
     // all-gather dispatcher picks its experts' rows out of the gathered tokens. A copy each way.
     const bool all_to_all = plan.moe_dispatcher == MoeDispatcher::kAllToAll;
     const int64_t permuted = all_to_all ? d.tokens * k : d.expert_rows;
     ops.permute = both([&](Direction dir) { return elementwise_op(permuted * h, 0, 2, dir, dt); });
-    // The inverse: each row times its probability, added into its token's output.
-    ops.unpermute =
-        both([&](Direction dir) { return elementwise_op(permuted * h, 2, 2, dir, dt); });
-    const int64_t local = d.local_experts;
-    const auto experts = [&](int64_t n, int64_t kk, Direction dir) {
-      return plan.grouped_gemm
-                 ? grouped_matmul_op(local, d.expert_rows, n, kk, dir, dt)
-                 : matmul_op(std::max<int64_t>(1, d.expert_rows / local), n, kk, dir, dt);
+    // The inverse: each row times its probability, added into its token's output. The model
+    // counts the rank's T x k slots (the all-gather dispatcher's expert-TP ranks each weigh
+    // every gathered row's partial output).
+    const auto unpermute = [&](int64_t rows) {
+      return both([&](Direction dir) { return elementwise_op(rows * h, 2, 2, dir, dt); });
     };
-    ops.experts_up = both([&](Direction dir) { return experts(d.expert_up, h, dir); });
-    ops.experts_down = both([&](Direction dir) { return experts(h, d.expert_ffn, dir); });
-    ops.experts_act = activation(d.expert_rows * d.expert_ffn);
+    ops.unpermute = counted_as(unpermute(permuted), unpermute(d.tokens * k));
+    const int64_t local = d.local_experts;
+    const auto experts = [&](int64_t rows, int64_t n, int64_t kk) {
+      return both([&](Direction dir) {
+        return plan.grouped_gemm ? grouped_matmul_op(local, rows, n, kk, dir, dt)
+                                 : matmul_op(std::max<int64_t>(1, rows / local), n, kk, dir, dt);
+      });
+    };
+    ops.experts_up = counted_as(experts(d.expert_rows, d.expert_up, h),
+                                experts(balanced.expert_rows, d.expert_up, h));
+    ops.experts_down = counted_as(experts(d.expert_rows, h, d.expert_ffn),
+                                  experts(balanced.expert_rows, h, d.expert_ffn));
+    ops.experts_act = counted_as(activation(d.expert_rows * d.expert_ffn),
+                                 activation(balanced.expert_rows * d.expert_ffn));
     if (d.shared_ffn > 0) {
       ops.shared_up = both([&](Direction dir) { return matmul_op(sb, d.shared_up, h, dir, dt); });
       ops.shared_down =
@@ -186,9 +205,16 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
           both([&](Direction dir) { return elementwise_op(d.tokens * h, 3, 3, dir, dt); });
     }
   }
-  const int64_t shards = plan.zero_stage >= 1 ? plan.dp : 1;
-  for (const int64_t params : stage_parameters(m, plan))
-    ops.optimizer.push_back(optimizer_op((params + shards - 1) / shards, dt));
+  // Each rank steps its ZeRO shard: of the dense parameters over dp x cp, of the experts' kept
+  // apart over their data-parallel ranks.
+  const bool shards = plan.zero_stage >= 1;
+  const std::vector<int64_t> params = stage_parameters(m, plan);
+  const std::vector<int64_t> experts = stage_expert_parameters(m, plan);
+  for (size_t stage = 0; stage < params.size(); ++stage) {
+    const int64_t dense = sharded(params[stage] - experts[stage], shards ? plan.data_shards() : 1);
+    const int64_t expert = sharded(experts[stage], shards ? plan.expert_data_shards() : 1);
+    ops.optimizer.push_back(optimizer_op(dense + expert, dt));
+  }
   return ops;
 }
 

@@ -22,8 +22,9 @@ void add_moe(std::vector<ParamTensorSpec>& specs, const ModelSpec& model,
   const MoeDims d = moe_dims(model, plan);
   specs.push_back({"router_w", model.experts, h, false, true});
   if (model.router_bias) specs.push_back({"router_b", model.experts, 1, false, true});
-  specs.push_back({"experts_up_w", d.local_experts * d.expert_up, h, true, false});
-  specs.push_back({"experts_down_w", h, d.local_experts * d.expert_ffn, true, false});
+  const bool apart = plan.ep > 1;
+  specs.push_back({"experts_up_w", d.local_experts * d.expert_up, h, true, false, apart});
+  specs.push_back({"experts_down_w", h, d.local_experts * d.expert_ffn, true, false, apart});
   if (d.shared_ffn > 0) {
     specs.push_back({"shared_up_w", d.shared_up, h, true, false});
     specs.push_back({"shared_down_w", h, d.shared_ffn, true, false});

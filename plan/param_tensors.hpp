@@ -25,6 +25,11 @@ struct ParamTensorSpec {
   // The same values on every TP rank (norms, row-parallel biases, positions): under sequence
   // parallelism each rank's gradient covers its own rows and is summed over TP.
   bool replicated = false;
+  // A routed expert's weight that Megatron-Core keeps out of the dense gradient buffers: with
+  // expert parallelism (ep > 1) its gradient is reduced, and ZeRO shards it, over the
+  // expert-data-parallel group (experts.py sets `allreduce = not expert_parallel`); at ep 1 it is
+  // reduced with the dense parameters.
+  bool expert = false;
 
   int64_t elements() const { return rows * cols; }
 };

@@ -29,8 +29,9 @@ ShardSizes shard_sizes(const ModelSpec& model, const ParallelPlan& plan) {
     const MoeDims d = moe_dims(model, plan);
     int64_t mlp = up_matrices * h * (f / t) + (f / t) * h;
     if (model.linear_bias) mlp += up_matrices * (f / t) + h;
-    int64_t moe = model.experts * h + d.local_experts * (d.expert_up + d.expert_ffn) * h +
-                  (d.shared_up + d.shared_ffn) * h;
+    const int64_t experts = d.local_experts * (d.expert_up + d.expert_ffn) * h;
+    if (plan.ep > 1) sizes.moe_layer_experts = experts;
+    int64_t moe = model.experts * h + experts + (d.shared_up + d.shared_ffn) * h;
     if (model.router_bias) moe += model.experts;
     if (d.shared_ffn > 0 && model.shared_expert_gate) moe += h;
     sizes.moe_layer = sizes.layer - mlp + moe;
@@ -43,17 +44,36 @@ ShardSizes shard_sizes(const ModelSpec& model, const ParallelPlan& plan) {
   return sizes;
 }
 
-std::vector<int64_t> stage_parameters(const ModelSpec& model, const ParallelPlan& plan) {
-  const ShardSizes sizes = shard_sizes(model, plan);
-  std::vector<int64_t> params(static_cast<size_t>(plan.pp), 0);
+namespace {
+
+// Per stage, the sum of `of_layer` over the stage's layers.
+template <typename OfLayer>
+std::vector<int64_t> sum_over_stage_layers(const ModelSpec& model, const ParallelPlan& plan,
+                                           OfLayer of_layer) {
+  std::vector<int64_t> sums(static_cast<size_t>(plan.pp), 0);
   const std::vector<ChunkLayers> chunks = chunk_layout(plan, model);
   for (size_t v = 0; v < chunks.size(); ++v) {
     for (int64_t l = chunks[v].first; l < chunks[v].first + chunks[v].count; ++l)
-      params[v % static_cast<size_t>(plan.pp)] += sizes.of_layer(model, l);
+      sums[v % static_cast<size_t>(plan.pp)] += of_layer(l);
   }
+  return sums;
+}
+
+}  // namespace
+
+std::vector<int64_t> stage_parameters(const ModelSpec& model, const ParallelPlan& plan) {
+  const ShardSizes sizes = shard_sizes(model, plan);
+  std::vector<int64_t> params =
+      sum_over_stage_layers(model, plan, [&](int64_t l) { return sizes.of_layer(model, l); });
   params.front() += sizes.embedding;
   params.back() += sizes.head;
   return params;
+}
+
+std::vector<int64_t> stage_expert_parameters(const ModelSpec& model, const ParallelPlan& plan) {
+  const ShardSizes sizes = shard_sizes(model, plan);
+  return sum_over_stage_layers(
+      model, plan, [&](int64_t l) { return model.is_moe_layer(l) ? sizes.moe_layer_experts : 0; });
 }
 
 }  // namespace strata

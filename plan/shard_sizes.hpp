@@ -17,6 +17,9 @@ struct ShardSizes {
   // One MoE layer (ModelSpec::experts): its attention and norms as a dense layer's, the router,
   // the rank's E / ep local experts split over expert TP, and the shared experts split over TP.
   int64_t moe_layer = 0;
+  // Of which the routed experts' weights kept apart from the dense parameters (ParamTensorSpec::
+  // expert: with ep > 1; 0 at ep 1).
+  int64_t moe_layer_experts = 0;
   int64_t layer_gemm_weights = 0;  // of which the four GEMMs' weight matrices (FP8 under fp8)
   int64_t embedding = 0;           // token embedding shard (+ positions) on the first stage
   int64_t head = 0;         // final norm + LM head shard on the last stage (a tied embedding's
@@ -33,5 +36,8 @@ ShardSizes shard_sizes(const ModelSpec& model, const ParallelPlan& plan);
 
 // Parameters held by one rank of each pipeline stage (before ZeRO sharding).
 std::vector<int64_t> stage_parameters(const ModelSpec& model, const ParallelPlan& plan);
+// Of those, the routed experts' weights kept apart (ShardSizes::moe_layer_experts), which ZeRO
+// shards over the expert-data-parallel group.
+std::vector<int64_t> stage_expert_parameters(const ModelSpec& model, const ParallelPlan& plan);
 
 }  // namespace strata

@@ -3,6 +3,8 @@
 // bucket (Megatron-Core's DistributedDataParallel and its _ParamAndGradBuffer).
 
 #include <algorithm>
+#include <limits>
+#include <optional>
 
 #include "plan/framework.hpp"
 #include "plan/lowering_context.hpp"
@@ -12,16 +14,24 @@ namespace strata {
 
 namespace {
 
-// This rank's 1/dp share of `bytes` (a ZeRO shard).
-int64_t shard_of(const LoweringContext& ctx, int64_t bytes) { return sharded(bytes, ctx.plan.dp); }
+// This rank's share of `bytes` (a ZeRO shard over dp x cp).
+int64_t shard_of(const LoweringContext& ctx, int64_t bytes) {
+  return sharded(bytes, ctx.plan.data_shards());
+}
 
 // ZeRO 1 and 2 all-gather each bucket's updated parameters (16-bit) after the optimizer step.
 bool gathers_updated_parameters(const LoweringContext& ctx) {
-  return (ctx.plan.zero_stage == 1 || ctx.plan.zero_stage == 2) && ctx.plan.dp > 1;
+  return (ctx.plan.zero_stage == 1 || ctx.plan.zero_stage == 2) && ctx.plan.data_shards() > 1;
 }
 
 const ParamBucket& bucket_of(const RankState& state, const RankBucket& bucket) {
   return state.program.graph().bucket(bucket.index);
+}
+
+// The group a bucket is reduced and gathered over (-1: one rank, nothing to communicate): the
+// data-parallel ranks, or the experts' for their weights kept apart.
+int32_t bucket_group(const RankState& state, const ParamBucket& bucket) {
+  return bucket.experts ? state.groups.expert_dp : state.groups.dp;
 }
 
 bool contains(const ParamBucket& bucket, ParamBlock block) {
@@ -63,29 +73,38 @@ int64_t gathered_bytes(const LoweringContext& ctx, const RankState& state,
   return bucket.parameters * e - fp8_weights * (e - 1);
 }
 
-// A bucket's blocks on this rank, with the specs of their tensors.
+// A bucket's blocks on this rank, with the specs of their tensors and which of them the bucket
+// holds: the experts' weights kept apart (true), the others (false), or all (nullopt).
 struct BucketBlock {
   BlockTensors* tensors;
   const BlockSpec* spec;
   int32_t layer;
+  std::optional<bool> experts;
+
+  bool holds(size_t i) const { return !experts || spec->expert[i] == *experts; }
 };
 std::vector<BucketBlock> blocks_of(const LoweringContext& ctx, RankState& state,
                                    const ParamBucket& bucket) {
   std::vector<BucketBlock> blocks;
-  if (bucket.head) blocks.push_back({&state.head_block, &ctx.head_block, -1});
+  const bool experts = bucket.experts;
+  if (bucket.head) blocks.push_back({&state.head_block, &ctx.head_block, -1, experts});
   for (int32_t layer = bucket.first_layer + bucket.layers - 1; layer >= bucket.first_layer; --layer)
-    blocks.push_back(
-        {&state.layer_blocks[static_cast<size_t>(layer)], &ctx.kind_of(layer).block, layer});
-  if (bucket.embedding) blocks.push_back({&state.embedding_block, &ctx.embedding_block, -1});
+    blocks.push_back({&state.layer_blocks[static_cast<size_t>(layer)], &ctx.kind_of(layer).block,
+                      layer, experts});
+  if (bucket.embedding)
+    blocks.push_back({&state.embedding_block, &ctx.embedding_block, -1, experts});
   return blocks;
 }
 
-// The uses of `tensors` of a bucket's blocks, each with `access`.
+// The uses of `tensors` of a bucket's blocks (those each block holds), each with `access`.
 TaskUses bucket_uses(const std::vector<BucketBlock>& blocks,
                      std::vector<TensorId> BlockTensors::*tensors, Access access) {
   TaskUses uses;
   for (const BucketBlock& b : blocks) {
-    for (const TensorId t : b.tensors->*tensors) uses.emplace_back(t, access);
+    const std::vector<TensorId>& of_block = b.tensors->*tensors;
+    for (size_t i = 0; i < of_block.size(); ++i) {
+      if (b.holds(i)) uses.emplace_back(of_block[i], access);
+    }
   }
   return uses;
 }
@@ -93,42 +112,88 @@ TaskUses bucket_uses(const std::vector<BucketBlock>& blocks,
 }  // namespace
 
 bool gathers_layer_parameters(const LoweringContext& ctx) {
-  return ctx.plan.zero_stage == 3 && (ctx.plan.dp > 1 || ctx.plan.offload.params);
+  return ctx.plan.zero_stage == 3 && (ctx.plan.data_shards() > 1 || ctx.plan.offload.params);
 }
 
-std::vector<RankBucket> chunk_buckets(const LoweringContext& ctx, TaskGraph& graph, int64_t stage,
-                                      int64_t chunk) {
+namespace {
+
+// Buckets of `limit` parameters or more over a chunk's blocks in backward order (the head, the
+// layers from the last down, the embedding), as Megatron-Core's _ParamAndGradBuffer cuts them:
+// `of_layer` gives a layer's parameters in the buffer (0: none), `head` and `embedding` the
+// edge blocks' (-1: not in it).
+template <typename OfLayer>
+std::vector<RankBucket> cut_buckets(const LoweringContext& ctx, TaskGraph& graph, int64_t stage,
+                                    int64_t chunk, bool experts, OfLayer of_layer, int64_t head,
+                                    int64_t embedding) {
   const int64_t limit = gradient_bucket_parameters(ctx.plan);
   std::vector<RankBucket> buckets;
   ParamBucket open;
+  open.experts = experts;
   int64_t parameters = 0;
   const auto close = [&] {
     if (parameters == 0) return;
     buckets.push_back({graph.add_bucket(open), parameters});
     open = ParamBucket{};
+    open.experts = experts;
     parameters = 0;
   };
   const auto add = [&](int64_t block_parameters) {
     parameters += block_parameters;
     if (parameters >= limit) close();
   };
-  // Backward order: the head, the layers from the last down, the embedding.
-  if (ctx.last_virtual_stage(stage, chunk)) {
+  if (ctx.last_virtual_stage(stage, chunk) && head >= 0) {
     open.head = true;
-    add(ctx.sizes.head);
+    add(head);
   }
   const int64_t first = ctx.first_layer(stage, chunk);
   for (int64_t layer = first + ctx.chunk_layers(stage, chunk) - 1; layer >= first; --layer) {
+    const int64_t layer_parameters = of_layer(layer);
+    if (layer_parameters == 0) continue;
     open.first_layer = static_cast<int32_t>(layer);
     ++open.layers;
-    add(ctx.sizes.of_layer(ctx.model, layer));
+    add(layer_parameters);
   }
-  if (ctx.first_virtual_stage(stage, chunk)) {
+  if (ctx.first_virtual_stage(stage, chunk) && embedding >= 0) {
     open.embedding = true;
-    add(ctx.sizes.embedding);
+    add(embedding);
   }
   close();
   return buckets;
+}
+
+// Where a bucket completes in the backward: after the head, then each layer downward, then the
+// embedding.
+int64_t backward_position(const ParamBucket& bucket) {
+  if (bucket.head) return -1;
+  if (bucket.layers > 0) return -2 - bucket.first_layer;
+  return std::numeric_limits<int64_t>::min();
+}
+
+}  // namespace
+
+std::vector<RankBucket> chunk_buckets(const LoweringContext& ctx, TaskGraph& graph, int64_t stage,
+                                      int64_t chunk) {
+  const ShardSizes& sizes = ctx.sizes;
+  const auto experts_of = [&](int64_t layer) {
+    return ctx.model.is_moe_layer(layer) ? sizes.moe_layer_experts : 0;
+  };
+  std::vector<RankBucket> buckets = cut_buckets(
+      ctx, graph, stage, chunk, false,
+      [&](int64_t layer) { return sizes.of_layer(ctx.model, layer) - experts_of(layer); },
+      sizes.head, sizes.embedding);
+  if (sizes.moe_layer_experts == 0) return buckets;
+  // With ep > 1 the experts' weights fill buffers of their own (Megatron-Core's
+  // expert_parallel_buffers), cut the same way; both lists merge in backward order (the experts'
+  // bucket first where both complete at one layer: an MoE layer's backward ends with attention).
+  const std::vector<RankBucket> expert_buckets =
+      cut_buckets(ctx, graph, stage, chunk, true, experts_of, -1, -1);
+  std::vector<RankBucket> merged;
+  std::merge(expert_buckets.begin(), expert_buckets.end(), buckets.begin(), buckets.end(),
+             std::back_inserter(merged), [&](const RankBucket& a, const RankBucket& b) {
+               return backward_position(graph.bucket(a.index)) >
+                      backward_position(graph.bucket(b.index));
+             });
+  return merged;
 }
 
 namespace {
@@ -175,7 +240,7 @@ TaskId gather_params(const LoweringContext& ctx, RankState& state, const GatherS
   } else {
     for (const TensorId t : set.gathered) uses.push_back(write(t));
   }
-  if (ctx.plan.dp == 1) return ready;
+  if (ctx.plan.data_shards() == 1) return ready;
   return p.collective(TaskRole::kParamGather, Stream::kDpComm, CollectiveKind::kAllGather,
                       state.groups.dp, bytes, {ready}, uses);
 }
@@ -193,13 +258,12 @@ void release_params(const LoweringContext& ctx, RankState& state, const GatherSe
 // gradients' dtype; without --overlap-grad-reduce the compute stream waits for it.
 void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t chunk, ParamBlock block,
                     bool last_pass, TaskId after) {
-  if (ctx.plan.dp == 1) return;
   const int64_t zero = ctx.plan.zero_stage;
   if (zero < 2 && !last_pass) return;
   for (const RankBucket& bucket : state.buckets[static_cast<size_t>(chunk)]) {
     const ParamBucket& blocks = bucket_of(state, bucket);
-    if (!contains(blocks, block)) continue;
-    if (!completes(blocks, block)) return;
+    const int32_t group = bucket_group(state, blocks);
+    if (group < 0 || !contains(blocks, block) || !completes(blocks, block)) continue;
     const CollectiveKind kind =
         zero == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
     const int64_t grad_bytes = state_bytes_per_parameter(ctx.plan.dtype, ctx.plan.precision).grads;
@@ -214,15 +278,19 @@ void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t chunk,
     TaskUses uses;
     for (const BucketBlock& b : members) {
       if (zero >= 2) {
-        for (const TensorId t :
-             b.tensors->grads_of(state.program, *b.spec, state.program.micro_batch(), b.layer))
-          uses.push_back(read(t));
+        const std::vector<TensorId>& partial =
+            b.tensors->grads_of(state.program, *b.spec, state.program.micro_batch(), b.layer);
+        for (size_t i = 0; i < partial.size(); ++i) {
+          if (b.holds(i)) uses.push_back(read(partial[i]));
+        }
       }
-      for (const TensorId t : b.tensors->grads) uses.push_back(update(t));
+      for (size_t i = 0; i < b.tensors->grads.size(); ++i) {
+        if (b.holds(i)) uses.push_back(update(b.tensors->grads[i]));
+      }
     }
     const TaskId reduce =
-        state.program.bucket_collective(TaskRole::kGradSync, kind, state.groups.dp, bytes,
-                                        bucket.index, std::initializer_list<TaskId>{launch}, uses);
+        state.program.bucket_collective(TaskRole::kGradSync, kind, group, bytes, bucket.index,
+                                        std::initializer_list<TaskId>{launch}, uses);
     if (!ctx.plan.overlap.grad_reduce) state.program.block_next_compute_on(reduce);
     // ZeRO-Offload: the reduced shard goes down to the host's gradient buffer as it is reduced
     // (DeepSpeed's stage 1/2 async copy to the pinned fp32 buffer).
@@ -232,7 +300,6 @@ void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t chunk,
                                  shard_of(ctx, bytes), {reduce},
                                  bucket_uses(members, &BlockTensors::grads, Access::kRead))
             : reduce);
-    return;
   }
 }
 
@@ -243,25 +310,37 @@ TaskId await_param_gather(const LoweringContext& ctx, RankState& state, int64_t 
   }
   const std::vector<RankBucket>& buckets = state.buckets[static_cast<size_t>(chunk)];
   std::vector<TaskId>& gathers = state.param_gathers[static_cast<size_t>(chunk)];
-  // Forward order is the reverse of the buckets' backward order.
+  // Forward order is the reverse of the buckets' backward order. A bucket with nothing to gather
+  // (the experts' over one rank) counts as gathered.
+  const auto in_forward_order = [&](size_t forward_index) -> const RankBucket& {
+    return buckets[buckets.size() - 1 - forward_index];
+  };
   const auto dispatch = [&](size_t forward_index) {
     if (forward_index >= buckets.size() || forward_index < gathers.size()) return;
-    const RankBucket& bucket = buckets[buckets.size() - 1 - forward_index];
-    gathers.push_back(state.program.bucket_collective(
-        TaskRole::kParamGather, CollectiveKind::kAllGather, state.groups.dp,
-        gathered_bytes(ctx, state, bucket), bucket.index,
-        std::initializer_list<TaskId>{state.program.last_compute()},
-        bucket_uses(blocks_of(ctx, state, bucket_of(state, bucket)), &BlockTensors::params,
-                    Access::kUpdate)));
+    const RankBucket& bucket = in_forward_order(forward_index);
+    const ParamBucket& blocks = bucket_of(state, bucket);
+    const int32_t group = bucket_group(state, blocks);
+    gathers.push_back(group < 0 ? kNoTask
+                                : state.program.bucket_collective(
+                                      TaskRole::kParamGather, CollectiveKind::kAllGather, group,
+                                      gathered_bytes(ctx, state, bucket), bucket.index,
+                                      std::initializer_list<TaskId>{state.program.last_compute()},
+                                      bucket_uses(blocks_of(ctx, state, blocks),
+                                                  &BlockTensors::params, Access::kUpdate)));
   };
+  // The block opens one bucket, or with ep > 1 an MoE layer two (its experts' and the rest):
+  // their forward pre-hooks wait for their gathers (dispatching them if the previous bucket's
+  // hook has not) and dispatch the next bucket's. The gathers share the dp-comm stream, so the
+  // last one dispatched waits for the others.
+  std::optional<size_t> last;
   for (size_t i = 0; i < buckets.size(); ++i) {
-    const ParamBucket& blocks = bucket_of(state, buckets[buckets.size() - 1 - i]);
-    if (!contains(blocks, block) || !opens(blocks, block)) continue;
-    // The bucket's forward pre-hook waits for its gather (dispatching it if the previous
-    // bucket's hook has not) and dispatches the next bucket's.
-    dispatch(i);
-    dispatch(i + 1);
-    return gathers[i];
+    const ParamBucket& blocks = bucket_of(state, in_forward_order(i));
+    if (contains(blocks, block) && opens(blocks, block)) last = i;
+  }
+  if (!last) return kNoTask;
+  for (size_t i = gathers.size(); i <= *last + 1; ++i) dispatch(i);
+  for (size_t i = *last + 1; i-- > 0;) {
+    if (gathers[i] != kNoTask) return gathers[i];
   }
   return kNoTask;
 }
@@ -277,12 +356,13 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
   for (size_t layer = 0; layer < state.layer_blocks.size(); ++layer) {
     BlockTensors& block = state.layer_blocks[layer];
     if (!block.params.empty())
-      blocks.push_back(
-          {&block, &ctx.kind_of(static_cast<int64_t>(layer)).block, static_cast<int32_t>(layer)});
+      blocks.push_back({&block, &ctx.kind_of(static_cast<int64_t>(layer)).block,
+                        static_cast<int32_t>(layer), std::nullopt});
   }
   if (!state.embedding_block.params.empty())
-    blocks.push_back({&state.embedding_block, &ctx.embedding_block, -1});
-  if (!state.head_block.params.empty()) blocks.push_back({&state.head_block, &ctx.head_block, -1});
+    blocks.push_back({&state.embedding_block, &ctx.embedding_block, -1, std::nullopt});
+  if (!state.head_block.params.empty())
+    blocks.push_back({&state.head_block, &ctx.head_block, -1, std::nullopt});
   // The first and last stage each hold a copy of a tied embedding; their gradients are summed
   // (Megatron-LM's embedding group): the table's, or the last stage's copy after the final norm.
   if (state.groups.embedding >= 0) {
@@ -382,9 +462,11 @@ void lower_optimizer_step(const LoweringContext& ctx, RankState& state, TaskId e
     for (const std::vector<RankBucket>& buckets : state.buckets) {
       for (auto bucket = buckets.rbegin(); bucket != buckets.rend(); ++bucket) {
         const ParamBucket& blocks = bucket_of(state, *bucket);
+        const int32_t group = bucket_group(state, blocks);
+        if (group < 0) continue;
         p.set_layer(blocks.layers > 0 ? blocks.first_layer : -1);
         p.bucket_collective(
-            TaskRole::kParamGather, CollectiveKind::kAllGather, state.groups.dp,
+            TaskRole::kParamGather, CollectiveKind::kAllGather, group,
             gathered_bytes(ctx, state, *bucket), bucket->index, std::initializer_list<TaskId>{step},
             bucket_uses(blocks_of(ctx, state, blocks), &BlockTensors::params, Access::kUpdate));
       }

@@ -299,6 +299,8 @@ const char* to_string(GroupKind kind) {
       return "cp";
     case GroupKind::kEp:
       return "ep";
+    case GroupKind::kTpEp:
+      return "tp-ep";
     case GroupKind::kDp:
       return "dp";
     case GroupKind::kExpertDp:
@@ -323,6 +325,8 @@ AxisMask group_axes(GroupKind kind) {
       return axis_bit(Axis::kCp);
     case GroupKind::kEp:
       return axis_bit(Axis::kEp);
+    case GroupKind::kTpEp:
+      return axes_mask({Axis::kTp, Axis::kEp});
     case GroupKind::kDp:
       return axes_mask({Axis::kCp, Axis::kEp, Axis::kDp});
     case GroupKind::kExpertDp:
@@ -330,7 +334,7 @@ AxisMask group_axes(GroupKind kind) {
     case GroupKind::kEmbedding:
       return axis_bit(Axis::kPp);
     case GroupKind::kModelParallel:
-      return axes_mask({Axis::kTp, Axis::kPp});
+      return axes_mask({Axis::kTp, Axis::kEp, Axis::kPp});
     case GroupKind::kWorld:
       return kEveryAxis;
     case GroupKind::kStage:
@@ -346,6 +350,7 @@ Axis reported_axis(GroupKind kind) {
     case GroupKind::kCp:
       return Axis::kCp;
     case GroupKind::kEp:
+    case GroupKind::kTpEp:
       return Axis::kEp;
     case GroupKind::kDp:
     case GroupKind::kExpertDp:

@@ -65,15 +65,16 @@ enum class CollectiveKind : uint8_t {
 };
 // A group is formed along axes (plan/rank_layout.hpp): group_axes says which.
 enum class GroupKind : uint8_t {
-  kTp,  // tensor-parallel peers (one node)
-  kCp,  // context-parallel peers
-  kEp,  // expert-parallel peers
+  kTp,    // tensor-parallel peers (one node)
+  kCp,    // context-parallel peers
+  kEp,    // expert-parallel peers
+  kTpEp,  // tensor- and expert-parallel peers (the all-gather token dispatcher's)
   // The ranks holding one shard of the dense layers (cp x ep x dp / ep: Megatron's data-parallel
   // group with context parallelism; the context-parallel ranks' gradients are summed with it).
   kDp,
   kExpertDp,       // the ranks holding one shard of the experts (cp x dp / ep)
   kEmbedding,      // first and last stage holding a tied embedding
-  kModelParallel,  // tp x pp ranks of one replica (gradient norm with ZeRO 0)
+  kModelParallel,  // tp x ep x pp ranks of one replica (gradient norm with ZeRO 0)
   kWorld,          // every rank (gradient norm with ZeRO >= 1)
   kStage,          // every rank of one pipeline stage (FP8 amax reduction)
 };
@@ -200,6 +201,9 @@ struct ParamBucket {
   int32_t layers = 0;
   bool embedding = false;
   bool head = false;
+  // The routed experts' weights of its layers kept apart (ParamTensorSpec::expert: ep > 1),
+  // reduced over the expert-data-parallel group; else the blocks' other parameters.
+  bool experts = false;
 
   auto operator<=>(const ParamBucket&) const = default;
 };

@@ -54,12 +54,7 @@ TEST_CASE("every MoE plan of a grid compiles to a valid graph, folded and full",
             INFO("shared " << shared << " dp " << dp << " tp " << tp << " pp " << pp << " "
                            << to_string(dispatcher) << " grouped " << plan.grouped_gemm << " zero "
                            << plan.zero_stage << " " << to_string(plan.recompute));
-            const CompiledPlan folded = test::compile_checked(model, plan, GraphMode::kFolded);
-            const CompiledPlan full = test::compile_checked(model, plan, GraphMode::kFull);
-            for (const auto& error : folded.validation.errors) FAIL_CHECK("folded: " << error);
-            for (const auto& error : full.validation.errors) FAIL_CHECK("full: " << error);
-            CHECK(full.flops.model == Approx(folded.flops.model).epsilon(1e-9));
-            CHECK(full.memory.peak_bytes == folded.memory.peak_bytes);
+            test::check_folded_and_full(model, plan);
           }
         }
       }

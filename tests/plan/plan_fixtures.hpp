@@ -1,6 +1,8 @@
 #pragma once
 // Shared set-up for the plan tests: zoo inputs and compiled plans.
 
+#include <catch2/catch.hpp>
+
 #include "models/model_reader.hpp"
 #include "plan/compile.hpp"
 #include "topologies/cluster_spec.hpp"
@@ -40,6 +42,17 @@ inline CompiledPlan compile_checked(const ModelSpec& model, const ParallelPlan& 
                                     const std::string& cluster = "dgx-a100") {
   validate_plan(plan, model, std::nullopt, "test");
   return compile_plan(model, load_cluster(cluster), plan, mode);
+}
+
+// Compiles `plan` folded and full: both graphs pass the validator (data hazards included), with
+// the same model FLOPs and peak memory.
+inline void check_folded_and_full(const ModelSpec& model, const ParallelPlan& plan) {
+  const CompiledPlan folded = compile_checked(model, plan, GraphMode::kFolded);
+  const CompiledPlan full = compile_checked(model, plan, GraphMode::kFull);
+  for (const auto& error : folded.validation.errors) FAIL_CHECK("folded: " << error);
+  for (const auto& error : full.validation.errors) FAIL_CHECK("full: " << error);
+  CHECK(full.flops.model == Approx(folded.flops.model).epsilon(1e-9));
+  CHECK(full.memory.peak_bytes == folded.memory.peak_bytes);
 }
 
 }  // namespace strata::test

@@ -138,7 +138,8 @@ TEST_CASE("the memory bound lies between the model states and the memory plan's 
     const int64_t bound = peak_memory_lower_bound_bytes(model, c.plan);
     int64_t states = 0;
     for (const StageMemory& stage : compiled.memory.stages) {
-      states = std::max(states, model_state_bytes(stage.parameters, c.plan).total());
+      states = std::max(
+          states, model_state_bytes(stage.parameters, stage.expert_parameters, c.plan).total());
     }
     const double ratio =
         static_cast<double>(bound) / static_cast<double>(compiled.memory.peak_bytes);
