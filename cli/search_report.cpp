@@ -85,6 +85,8 @@ std::string plan_differences(const ParallelPlan& a, const ParallelPlan& b) {
   field("tp", a.tp, b.tp);
   field("pp", a.pp, b.pp);
   field("vpp", a.vpp, b.vpp);
+  field("ep", a.ep, b.ep);
+  field("cp", a.cp, b.cp);
   field("schedule", std::string(to_string(a.schedule)), std::string(to_string(b.schedule)));
   field("micro-batch", a.micro_batch, b.micro_batch);
   field("zero", a.zero_stage, b.zero_stage);
@@ -135,13 +137,17 @@ std::string why_line(const SearchReportInputs& in, const PlanOutcome& best,
   return text;
 }
 
+// An MoE model's table has an ep column (after pp); a dense model's is as it was.
+bool shows_ep(const SearchReportInputs& in) { return in.space.model.moe(); }
+
 std::string table_header(const SearchReportInputs& in) {
-  std::string header = fmt::format(
-      "{:>4} {:>6} {:>4} {:>3} {:>3} {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:<15} {:>9} {:>10} "
+  std::string header = fmt::format("{:>4} {:>6} {:>4} {:>3} {:>3}", "#", "gpus", "dp", "tp", "pp");
+  if (shows_ep(in)) header += fmt::format(" {:>3}", "ep");
+  header += fmt::format(
+      " {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:<15} {:>9} {:>10} "
       "{:>6} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}",
-      "#", "gpus", "dp", "tp", "pp", "vpp", "schedule", "mb", "zero", "recompute", "sp", "overlap",
-      "step s", "tokens/s", "MFU", "bubble", "exposed s", "peak GiB", "headroom", "$/step",
-      "$/M tok", "kWh/step");
+      "vpp", "schedule", "mb", "zero", "recompute", "sp", "overlap", "step s", "tokens/s", "MFU",
+      "bubble", "exposed s", "peak GiB", "headroom", "$/step", "$/M tok", "kWh/step");
   if (in.train_tokens) header += fmt::format(" {:>10} {:>10}", "train days", "train $");
   return header;
 }
@@ -149,15 +155,16 @@ std::string table_header(const SearchReportInputs& in) {
 std::string table_row(const SearchReportInputs& in, size_t rank, const PlanOutcome& o) {
   const ParallelPlan& p = o.plan;
   const PlanFigures& f = o.figures;
-  std::string row = fmt::format(
-      "{:>4} {:>6} {:>4} {:>3} {:>3} {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:<15} {:>9.4g} "
+  std::string row = fmt::format("{:>4} {:>6} {:>4} {:>3} {:>3}", rank, p.gpus(), p.dp, p.tp, p.pp);
+  if (shows_ep(in)) row += fmt::format(" {:>3}", p.ep);
+  row += fmt::format(
+      " {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:<15} {:>9.4g} "
       "{:>10.0f} {:>5.1f}% {:>5.1f}% {:>9.3f} {:>8} {:>8} {:>8} {:>8} {:>8.3g}",
-      rank, p.gpus(), p.dp, p.tp, p.pp, p.vpp, to_string(p.schedule), p.micro_batch, p.zero_stage,
-      to_string(p.recompute), yes_no(p.sequence_parallel), overlap_cell(p), f.step_time_s,
-      f.tokens_per_s, 100 * f.mfu, 100 * f.bubble_fraction, f.exposed_comm_s.total(),
-      gib(f.peak_memory_bytes), gib(f.device_memory_bytes - f.peak_memory_bytes),
-      usd(f.cost_usd_per_step), usd(f.cost_usd_per_million_tokens),
-      f.energy_joules_per_step / kJoulesPerKwh);
+      p.vpp, to_string(p.schedule), p.micro_batch, p.zero_stage, to_string(p.recompute),
+      yes_no(p.sequence_parallel), overlap_cell(p), f.step_time_s, f.tokens_per_s, 100 * f.mfu,
+      100 * f.bubble_fraction, f.exposed_comm_s.total(), gib(f.peak_memory_bytes),
+      gib(f.device_memory_bytes - f.peak_memory_bytes), usd(f.cost_usd_per_step),
+      usd(f.cost_usd_per_million_tokens), f.energy_joules_per_step / kJoulesPerKwh);
   if (in.train_tokens) {
     const TrainingCost cost = training_cost(in, o);
     // The dollar sign goes through the format, not operator+ on a temporary string, on which
@@ -221,8 +228,11 @@ std::string plan_cell(const ParallelPlan& p) {
     split = fmt::format(" ({} first, {} last)", p.first_stage_layers, p.last_stage_layers);
   }
   const std::string overlapped = overlap_cell(p);
-  return fmt::format("dp {} x tp {} x pp {}{}{}, {}, mb {}, zero {}, recompute {}{}{}", p.dp, p.tp,
-                     p.pp, p.vpp > 1 ? fmt::format(" x vpp {}", p.vpp) : "", split,
+  std::string axes = fmt::format("dp {} x tp {} x pp {}", p.dp, p.tp, p.pp);
+  if (p.vpp > 1) axes += fmt::format(" x vpp {}", p.vpp);
+  if (p.ep > 1) axes += fmt::format(" x ep {}", p.ep);
+  if (p.cp > 1) axes += fmt::format(" x cp {}", p.cp);
+  return fmt::format("{}{}, {}, mb {}, zero {}, recompute {}{}{}", axes, split,
                      to_string(p.schedule), p.micro_batch, p.zero_stage, to_string(p.recompute),
                      p.sequence_parallel ? ", sp" : "",
                      overlapped == "-" ? "" : fmt::format(", overlap {}", overlapped));
@@ -280,7 +290,7 @@ std::string search_summary(const SearchReportInputs& in, const SearchResult& r) 
 
 std::string search_csv(const SearchReportInputs& in, const SearchResult& r) {
   std::string out =
-      "rank,gpus,dp,tp,pp,vpp,first_stage_layers,last_stage_layers,schedule,micro_batch,"
+      "rank,gpus,dp,tp,pp,vpp,ep,cp,first_stage_layers,last_stage_layers,schedule,micro_batch,"
       "zero_stage,recompute,sequence_parallel,tp_comm_overlap,overlap_grad_reduce,"
       "overlap_param_gather,step_time_s,tokens_per_s,mfu,hfu,bubble_fraction,exposed_tp_s,exposed_"
       "pp_s,exposed_dp_s,"
@@ -294,13 +304,13 @@ std::string search_csv(const SearchReportInputs& in, const SearchResult& r) {
     const PlanFigures& f = o.figures;
     out += fmt::format(
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
-        "{},{}",
-        i + 1, p.gpus(), p.dp, p.tp, p.pp, p.vpp, p.first_stage_layers, p.last_stage_layers,
-        to_string(p.schedule), p.micro_batch, p.zero_stage, to_string(p.recompute),
-        p.sequence_parallel, p.overlap.tp_comm, p.overlap.grad_reduce, p.overlap.param_gather,
-        f.step_time_s, f.tokens_per_s, f.mfu, f.hfu, f.bubble_fraction, f.exposed_comm_s.tp,
-        f.exposed_comm_s.pp, f.exposed_comm_s.dp, f.peak_memory_bytes, f.device_memory_bytes,
-        f.fits_in_memory, f.cost_usd_per_step, f.cost_usd_per_million_tokens,
+        "{},{},{},{}",
+        i + 1, p.gpus(), p.dp, p.tp, p.pp, p.vpp, p.ep, p.cp, p.first_stage_layers,
+        p.last_stage_layers, to_string(p.schedule), p.micro_batch, p.zero_stage,
+        to_string(p.recompute), p.sequence_parallel, p.overlap.tp_comm, p.overlap.grad_reduce,
+        p.overlap.param_gather, f.step_time_s, f.tokens_per_s, f.mfu, f.hfu, f.bubble_fraction,
+        f.exposed_comm_s.tp, f.exposed_comm_s.pp, f.exposed_comm_s.dp, f.peak_memory_bytes,
+        f.device_memory_bytes, f.fits_in_memory, f.cost_usd_per_step, f.cost_usd_per_million_tokens,
         f.energy_joules_per_step, o.bound_step_time_s);
     if (in.train_tokens) {
       const TrainingCost cost = training_cost(in, o);

@@ -86,6 +86,54 @@ std::vector<Overlap> overlaps(const ParallelPlan& stack, int64_t dp, int64_t zer
   return choices;
 }
 
+// Expert parallelism for an MoE model: each ep dividing both dp (Megatron carves ep out of it) and
+// the routed experts; a dense model has 1 only.
+std::vector<int64_t> expert_parallel_sizes(const ModelSpec& model, int64_t dp) {
+  if (!model.moe()) return {1};
+  std::vector<int64_t> sizes;
+  for (const int64_t ep : divisors(dp)) {
+    if (model.experts % ep == 0) sizes.push_back(ep);
+  }
+  return sizes;
+}
+
+// Every variant of a plan whose layout (gpus, tp, pp, schedule, micro-batch) is set: each ZeRO
+// stage the framework runs, expert parallelism, recompute policy, sequence parallelism and
+// overlap, each given to `consider`.
+template <typename Consider>
+void enumerate_variants(const SearchSpace& space, const ParallelPlan& layout, Consider consider) {
+  const ParallelPlan& stack = space.stack;
+  const int64_t dp = layout.dp;
+  for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+    if (!framework_runs_zero_stage(stack.framework, zero)) continue;
+    for (const int64_t ep : expert_parallel_sizes(space.model, dp)) {
+      for (const RecomputeKind recompute : {RecomputeKind::kNone, RecomputeKind::kSelective,
+                                            RecomputeKind::kFull, RecomputeKind::kSelectiveOp}) {
+        // Under flash attention selective recompute rebuilds nothing: the plan is none's.
+        if (recompute == RecomputeKind::kSelective && stack.attention == AttentionKind::kFlash)
+          continue;
+        // Op-level selective checkpointing is torchtitan's (FSDP2 stack, flash only).
+        if (recompute == RecomputeKind::kSelectiveOp &&
+            (stack.framework != Framework::kFsdp2 || stack.attention != AttentionKind::kFlash))
+          continue;
+        for (const bool sequence_parallel : {false, true}) {
+          if (sequence_parallel && layout.tp == 1) continue;
+          for (const Overlap& overlap : overlaps(stack, dp, zero, sequence_parallel)) {
+            ParallelPlan plan = layout;
+            plan.zero_stage = zero;
+            plan.ep = ep;
+            plan.recompute = recompute;
+            plan.recompute_layers = 0;
+            plan.sequence_parallel = sequence_parallel;
+            plan.overlap = overlap;
+            consider(plan);
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Enumeration enumerate_plans(const SearchSpace& space) {
@@ -120,46 +168,19 @@ Enumeration enumerate_plans(const SearchSpace& space) {
                                                        : std::vector<int64_t>{1};
         for (const ScheduleChoice& choice : schedules(*split)) {
           for (const int64_t micro_batch : micro_batches) {
-            for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-              if (!framework_runs_zero_stage(space.stack.framework, zero)) continue;
-              for (const RecomputeKind recompute :
-                   {RecomputeKind::kNone, RecomputeKind::kSelective, RecomputeKind::kFull,
-                    RecomputeKind::kSelectiveOp}) {
-                // Under flash attention selective recompute rebuilds nothing: the plan is none's.
-                if (recompute == RecomputeKind::kSelective &&
-                    space.stack.attention == AttentionKind::kFlash)
-                  continue;
-                // Op-level selective checkpointing is torchtitan's (FSDP2 stack, flash only).
-                if (recompute == RecomputeKind::kSelectiveOp &&
-                    (space.stack.framework != Framework::kFsdp2 ||
-                     space.stack.attention != AttentionKind::kFlash))
-                  continue;
-                for (const bool sequence_parallel : {false, true}) {
-                  if (sequence_parallel && tp == 1) continue;
-                  for (const Overlap& overlap :
-                       overlaps(space.stack, dp, zero, sequence_parallel)) {
-                    ParallelPlan plan = space.stack;
-                    plan.dp = dp;
-                    plan.tp = tp;
-                    plan.pp = pp;
-                    plan.vpp = choice.vpp;
-                    plan.first_stage_layers = split->first_stage_layers;
-                    plan.last_stage_layers = split->last_stage_layers;
-                    plan.schedule = choice.schedule;
-                    plan.zero_stage = zero;
-                    plan.micro_batch = micro_batch;
-                    plan.global_batch = space.global_batch;
-                    plan.seq_len = space.seq_len;
-                    plan.recompute = recompute;
-                    plan.recompute_layers = 0;
-                    plan.sequence_parallel = sequence_parallel;
-                    plan.dtype = space.dtype;
-                    plan.overlap = overlap;
-                    consider(plan);
-                  }
-                }
-              }
-            }
+            ParallelPlan layout = space.stack;
+            layout.dp = dp;
+            layout.tp = tp;
+            layout.pp = pp;
+            layout.vpp = choice.vpp;
+            layout.first_stage_layers = split->first_stage_layers;
+            layout.last_stage_layers = split->last_stage_layers;
+            layout.schedule = choice.schedule;
+            layout.micro_batch = micro_batch;
+            layout.global_batch = space.global_batch;
+            layout.seq_len = space.seq_len;
+            layout.dtype = space.dtype;
+            enumerate_variants(space, layout, consider);
           }
         }
       }

@@ -5,6 +5,7 @@
 
 #include "plan/host_dispatch.hpp"
 #include "plan/memory_plan.hpp"
+#include "plan/moe_dims.hpp"
 #include "plan/op_shapes.hpp"
 #include "plan/rank_layout.hpp"
 #include "plan/shard_sizes.hpp"
@@ -37,6 +38,34 @@ TimeNs StepBoundModel::collective_ns(CollectiveKind kind, const std::vector<int6
   const TimeNs time = time_collectives(cluster_, gpus, std::span(&run, 1)).front();
   times_.emplace(std::move(key), time);
   return time;
+}
+
+TimeNs StepBoundModel::moe_dispatch_ns(const ParallelPlan& plan, const RankLayout& layout) {
+  const MoeDims d = moe_dims(model_, plan);
+  const int64_t e = bytes_per_element(plan.dtype);
+  const int64_t h = model_.hidden;
+  const auto along = [&](GroupKind kind) { return layout.group(0, group_axes(kind)); };
+  if (plan.moe_dispatcher == MoeDispatcher::kAllGather) {
+    if (plan.tp * plan.ep == 1) return 0;
+    // The tokens gathered and their partial outputs reduce-scattered over tp x ep.
+    const std::vector<int64_t> group = along(plan.ep > 1 ? GroupKind::kTpEp : GroupKind::kTp);
+    const int64_t bytes = e * d.gathered_tokens * h;
+    return collective_ns(CollectiveKind::kAllGather, group, plan.gpus(), bytes) +
+           collective_ns(CollectiveKind::kReduceScatter, group, plan.gpus(), bytes);
+  }
+  TimeNs ns = 0;
+  if (plan.ep > 1) {
+    // Dispatch and combine, each the rank's T x k slots.
+    ns += 2 * collective_ns(CollectiveKind::kAllToAll, along(GroupKind::kEp), plan.gpus(),
+                            e * d.tokens * model_.experts_per_token * h);
+  }
+  if (plan.tp > 1) {
+    const std::vector<int64_t> group = along(GroupKind::kTp);
+    const int64_t bytes = e * d.expert_rows * h;
+    ns += collective_ns(CollectiveKind::kAllGather, group, plan.gpus(), bytes) +
+          collective_ns(CollectiveKind::kReduceScatter, group, plan.gpus(), bytes);
+  }
+  return ns;
 }
 
 TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
@@ -79,24 +108,52 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
   const int64_t forward_gathers = shared_norm ? 1 : 2;
   const int64_t backward_reductions = shared_norm ? 1 : 2;
   const int64_t backward_gathers = model_.parallel_block() ? 1 + forward_gathers : 4;
-  PassTimes layer;
-  layer.forward_ns = norms * forward(op.norm) + forward(op.qkv) + forward(op.qk_norm) +
-                     forward(op.attention) + forward(op.attn_out) +
-                     residuals * forward(op.residual) + forward(op.mlp_up) + forward(op.mlp_act) +
-                     forward(op.mlp_down) + forward_reductions * reduce_ns +
-                     forward_gathers * gather_ns;
-  layer.backward_ns = norms * backward(op.norm) + backward(op.qkv) + backward(op.qk_norm) +
-                      backward(op.attention) + backward(op.attn_out) +
-                      residuals * backward(op.residual) + backward(op.mlp_up) +
-                      backward(op.mlp_act) + backward(op.mlp_down) +
-                      backward_reductions * reduce_ns + backward_gathers * gather_ns;
-  if (plan.recompute == RecomputeKind::kFull) layer.backward_ns += layer.forward_ns;
-  if (recomputes_attention_scores(plan)) layer.backward_ns += forward(op.attention);
+  // The attention half of a layer (norms and residual adds included), then the dense MLP's or an
+  // MoE layer's: the router, the experts' products on the busiest rank's rows and the shared
+  // experts (the dispatcher's permutations and communication left out, as a bound may).
+  PassTimes attention;
+  attention.forward_ns = norms * forward(op.norm) + forward(op.qkv) + forward(op.qk_norm) +
+                         forward(op.attention) + forward(op.attn_out) +
+                         residuals * forward(op.residual);
+  attention.backward_ns = norms * backward(op.norm) + backward(op.qkv) + backward(op.qk_norm) +
+                          backward(op.attention) + backward(op.attn_out) +
+                          residuals * backward(op.residual);
+  PassTimes layer = attention;
+  layer.forward_ns += forward(op.mlp_up) + forward(op.mlp_act) + forward(op.mlp_down) +
+                      forward_reductions * reduce_ns + forward_gathers * gather_ns;
+  layer.backward_ns += backward(op.mlp_up) + backward(op.mlp_act) + backward(op.mlp_down) +
+                       backward_reductions * reduce_ns + backward_gathers * gather_ns;
+  PassTimes moe_layer = attention;
+  for (const OpShapePair* pair :
+       {&op.router, &op.routing, &op.permute, &op.unpermute, &op.experts_up, &op.experts_act,
+        &op.experts_down, &op.shared_up, &op.shared_act, &op.shared_down, &op.shared_gate}) {
+    moe_layer.forward_ns += forward(*pair);
+    moe_layer.backward_ns += backward(*pair);
+  }
+  // The attention's own TP collectives: its output's reduction and, under sequence parallelism,
+  // the QKV product's input gathered (again in the backward for its weight gradient); and the
+  // token dispatcher's, each way (plan/moe_lowering.cpp), the all-to-alls taken balanced.
+  const TimeNs dispatch_ns = model_.moe() ? moe_dispatch_ns(plan, layout) : 0;
+  moe_layer.forward_ns += reduce_ns + gather_ns + dispatch_ns;
+  moe_layer.backward_ns += reduce_ns + 2 * gather_ns + dispatch_ns;
+  for (PassTimes* pass : {&layer, &moe_layer}) {
+    if (plan.recompute == RecomputeKind::kFull) pass->backward_ns += pass->forward_ns;
+    if (recomputes_attention_scores(plan)) pass->backward_ns += forward(op.attention);
+  }
+  const PassTimes cheaper{std::min(layer.forward_ns, moe_layer.forward_ns),
+                          std::min(layer.backward_ns, moe_layer.backward_ns)};
 
   const PassTimes first{forward(op.embedding), backward(op.embedding)};
   const PassTimes last{forward(op.final_norm) + forward(op.lm_head) + forward(op.loss),
                        backward(op.loss) + backward(op.lm_head) + backward(op.final_norm)};
   const std::vector<int64_t> stage_layers = layers_per_stage(plan, model_);
+  // Of each stage's layers, the MoE ones.
+  std::vector<int64_t> stage_moe_layers(static_cast<size_t>(plan.pp), 0);
+  const std::vector<ChunkLayers> chunks = chunk_layout(plan, model_);
+  for (size_t v = 0; v < chunks.size(); ++v) {
+    for (int64_t l = chunks[v].first; l < chunks[v].first + chunks[v].count; ++l)
+      stage_moe_layers[v % static_cast<size_t>(plan.pp)] += model_.is_moe_layer(l) ? 1 : 0;
+  }
   const int64_t micro_batches = plan.micro_batches();
 
   // A stage's data-parallel collectives (plan/step_lowering.cpp), by ZeRO stage: gradient buckets
@@ -104,19 +161,28 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
   // once, and one collective of them all takes no longer than several (it pays the latency once),
   // so each is counted as one collective of the stage's layers; ZeRO 3's per-layer gathers as
   // they are.
-  const int64_t layer_parameters = shard_sizes(model_, plan).layer;
+  // The experts' weights kept apart (ep > 1) go over their own data-parallel group.
+  const ShardSizes sizes = shard_sizes(model_, plan);
+  const int64_t moe_dense_parameters = sizes.moe_layer - sizes.moe_layer_experts;
+  const int64_t smallest_layer =
+      model_.moe() ? std::min(sizes.layer, moe_dense_parameters) : sizes.layer;
   const int64_t grad_bytes = state_bytes_per_parameter(plan.dtype, plan.precision).grads;
-  const auto stage_sync_ns = [&](int64_t layers) -> TimeNs {
-    if (plan.dp == 1) return 0;
+  const auto group_of = [&](bool experts) {
+    return layout.group(0, group_axes(experts ? GroupKind::kExpertDp : GroupKind::kDp));
+  };
+  const auto shards = [&](bool experts) {
+    return experts ? plan.expert_data_shards() : plan.data_shards();
+  };
+  const auto sync_ns = [&](int64_t parameters, bool experts) -> TimeNs {
+    if (shards(experts) == 1 || parameters == 0) return 0;
     return collective_ns(
         plan.zero_stage == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter,
-        layout.group(0, group_axes(GroupKind::kDp)), plan.gpus(),
-        layers * layer_parameters * grad_bytes);
+        group_of(experts), plan.gpus(), parameters * grad_bytes);
   };
-  const auto param_gather_ns = [&](int64_t layers) -> TimeNs {
-    if (plan.dp == 1 || plan.zero_stage == 0) return 0;
-    return collective_ns(CollectiveKind::kAllGather, layout.group(0, group_axes(GroupKind::kDp)),
-                         plan.gpus(), layers * layer_parameters * element_bytes);
+  const auto param_gather_ns = [&](int64_t parameters, bool experts) -> TimeNs {
+    if (shards(experts) == 1 || plan.zero_stage == 0 || parameters == 0) return 0;
+    return collective_ns(CollectiveKind::kAllGather, group_of(experts), plan.gpus(),
+                         parameters * element_bytes);
   };
   const int64_t syncs_per_step = plan.zero_stage >= 2 ? plan.micro_batches() : 1;
   // ZeRO 1 and 2 gather the updated parameters after the optimizer step, unless
@@ -129,10 +195,15 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
   TimeNs pipeline_ns = 0;
   TimeNs after_backward_ns = 0;
   TimeNs dp_stream_ns = 0;
+  TimeNs blocking_ns = 0;
   for (int64_t s = 0; s < plan.pp; ++s) {
     const int64_t layers = stage_layers[static_cast<size_t>(s)];
-    PassTimes stage{layers * layer.forward_ns, layers * layer.backward_ns};
-    PassTimes chunk0{layers / plan.vpp * layer.forward_ns, layers / plan.vpp * layer.backward_ns};
+    const int64_t moe_layers = stage_moe_layers[static_cast<size_t>(s)];
+    const int64_t dense_layers = layers - moe_layers;
+    PassTimes stage{dense_layers * layer.forward_ns + moe_layers * moe_layer.forward_ns,
+                    dense_layers * layer.backward_ns + moe_layers * moe_layer.backward_ns};
+    PassTimes chunk0{layers / plan.vpp * cheaper.forward_ns,
+                     layers / plan.vpp * cheaper.backward_ns};
     if (s == 0) {
       stage.forward_ns += first.forward_ns;
       stage.backward_ns += first.backward_ns;
@@ -143,16 +214,27 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
       stage.forward_ns += last.forward_ns;
       stage.backward_ns += last.backward_ns;
     }
-    pipeline_ns = std::max(
-        pipeline_ns, fill_ns + micro_batches * (stage.forward_ns + stage.backward_ns) + drain_ns);
+    const TimeNs stage_chain_ns = fill_ns + micro_batches * (stage.forward_ns + stage.backward_ns);
+    pipeline_ns = std::max(pipeline_ns, stage_chain_ns + drain_ns);
     fill_ns += chunk0.forward_ns;
     drain_ns += chunk0.backward_ns;
+    const int64_t dense_parameters = dense_layers * sizes.layer + moe_layers * moe_dense_parameters;
+    const int64_t expert_parameters = moe_layers * sizes.moe_layer_experts;
+    const TimeNs gathers_ns =
+        param_gather_ns(dense_parameters, false) + param_gather_ns(expert_parameters, true);
+    const TimeNs optimizer_ns = time(op.optimizer[static_cast<size_t>(s)]);
     after_backward_ns =
-        std::max(after_backward_ns, time(op.optimizer[static_cast<size_t>(s)]) +
-                                        (gathers_after_step ? param_gather_ns(layers) : 0));
-    TimeNs dp_ns = syncs_per_step * stage_sync_ns(layers);
-    if (plan.zero_stage == 3) dp_ns += 2 * plan.micro_batches() * layers * param_gather_ns(1);
-    if (plan.zero_stage == 1 || plan.zero_stage == 2) dp_ns += param_gather_ns(layers);
+        std::max(after_backward_ns, optimizer_ns + (gathers_after_step ? gathers_ns : 0));
+    const TimeNs syncs_ns =
+        syncs_per_step * (sync_ns(dense_parameters, false) + sync_ns(expert_parameters, true));
+    // Without --overlap-grad-reduce each reduction holds the stage's next compute (the next
+    // layer's backward, or its optimizer step): they add to its chain.
+    if (!plan.overlap.grad_reduce)
+      blocking_ns = std::max(blocking_ns, stage_chain_ns + syncs_ns + optimizer_ns);
+    TimeNs dp_ns = syncs_ns;
+    if (plan.zero_stage == 3)
+      dp_ns += 2 * plan.micro_batches() * layers * param_gather_ns(smallest_layer, false);
+    if (plan.zero_stage == 1 || plan.zero_stage == 2) dp_ns += gathers_ns;
     dp_stream_ns = std::max(dp_stream_ns, dp_ns);
   }
   // The host thread issues every block of a stage in order (plan/host_dispatch.hpp): at least the
@@ -169,7 +251,7 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
       host_ns = std::max(host_ns, micro_batches * layers * layer_ns);
     }
   }
-  return std::max({pipeline_ns + after_backward_ns, dp_stream_ns, host_ns});
+  return std::max({pipeline_ns + after_backward_ns, dp_stream_ns, blocking_ns, host_ns});
 }
 
 }  // namespace strata

@@ -9,7 +9,8 @@
 //  - every TP collective that sits between two consecutive compute tasks (the next compute waits
 //    for it: Megatron-LM's blocking all-reduce, reduce-scatter and all-gather), at its time alone
 //    on an idle cluster (flows that share links only go slower); none with --tp-comm-overlap,
-//    whose chunks may hide them;
+//    whose chunks may hide them; an MoE layer's token dispatcher's collectives too (its
+//    all-to-alls balanced: skewed routing only loads the busiest rank's links more);
 //  - the pipeline's fill and drain: stage s cannot start before the first micro-batch's forward
 //    of model chunk 0 has run on stages 0..s-1, and after stage s's last backward (chunk 0 of
 //    the last micro-batch) stages s-1..0 still run theirs.
@@ -24,8 +25,10 @@
 // The data-parallel stream also runs its collectives one at a time, each at least its time alone:
 //   step >= max_s (sum of stage s's gradient reductions and parameter gathers: the stage's
 //   gradients as one collective once per step under ZeRO 0 and 1 and per micro-batch under
-//   ZeRO 2 and 3, its parameters gathered once under ZeRO 1 and 2, and under ZeRO 3 each layer
-//   before each forward and each backward).
+//   ZeRO 2 and 3 (with ep > 1 the experts' weights as one more over their own group), its
+//   parameters gathered once under ZeRO 1 and 2, and under ZeRO 3 each layer before each
+//   forward and each backward). Without --overlap-grad-reduce each reduction also holds the
+//   stage's compute: step >= max_s [ sum_{j<s} F_j / v + m (F_s + B_s) + its reductions + O_s ].
 // The host thread issues a stage's work one block after another (plan/host_dispatch.hpp):
 //   step >= max_s (m x stage s's layers x the host's time for a layer's forward and backward
 //   compute tasks, at least ten each (and ten more under full recompute), and its TP collectives).
@@ -41,6 +44,7 @@
 #include "models/model_spec.hpp"
 #include "models/ops.hpp"
 #include "plan/parallel_plan.hpp"
+#include "plan/rank_layout.hpp"
 #include "plan/task_graph.hpp"
 #include "sim/compute_model.hpp"
 #include "topologies/cluster_spec.hpp"
@@ -59,6 +63,8 @@ class StepBoundModel {
   // A collective of `bytes` over `group` (GPU indices) of an idle cluster of `gpus` (memoized).
   TimeNs collective_ns(CollectiveKind kind, const std::vector<int64_t>& group, int64_t gpus,
                        int64_t bytes);
+  // An MoE layer's token-dispatcher collectives of one pass (forward or backward).
+  TimeNs moe_dispatch_ns(const ParallelPlan& plan, const RankLayout& layout);
 
   ModelSpec model_;
   ClusterSpec cluster_;

@@ -44,12 +44,12 @@ ParallelPlan plan_of(int64_t dp, int64_t tp, int64_t pp, ScheduleKind schedule, 
   return p;
 }
 
-// 25 small plans over both bounds' terms: tp 1/2/4/8 (TP collectives on the compute chain), pp
+// 30 small plans over both bounds' terms: tp 1/2/4/8 (TP collectives on the compute chain), pp
 // 1/2/4 under 1F1B, interleaved (vpp 2, 3, 4) and GPipe (fill, drain, stored micro-batches),
 // ZeRO 0-3 (DP stream and optimizer tail), recompute none/selective/full, sequence parallelism on
 // and off, micro-batch 1 and 2, layouts inside one node and across 2 or 4 nodes (8 GPUs per node),
 // bf16 and fp32; GPT-2 124M (12 layers), tiny-gpt (4) and Llama 3 8B (32, GQA) at short sequences
-// on H100s and A100s.
+// on H100s and A100s; MoE models with and without expert parallelism (below).
 std::vector<BoundCase> bound_cases() {
   constexpr auto k1f1b = ScheduleKind::k1F1B;
   constexpr auto kInter = ScheduleKind::kInterleaved;
@@ -86,11 +86,29 @@ std::vector<BoundCase> bound_cases() {
   BoundCase fp32{"gpt2-124m", "dgx-h100", plan_of(8, 1, 1, k1f1b, 1, 1, kNone, false, 1, 8, 512)};
   fp32.plan.dtype = DType::kFp32;
   cases.push_back(fp32);
+  // MoE layers (their routed experts, shared experts and the experts' own data-parallel group):
+  // Mixtral 8x7B and Qwen1.5-MoE (shared experts behind a gate, 60 experts) with expert
+  // parallelism under both dispatchers, and Mixtral at ep 1.
+  const auto moe = [&](const char* family, ParallelPlan plan, int64_t ep,
+                       MoeDispatcher dispatcher) {
+    plan.ep = ep;
+    plan.moe_dispatcher = dispatcher;
+    cases.push_back({std::string(STRATA_SOURCE_DIR) + "/tests/models/data/" + family + ".json",
+                     "dgx-h100", plan});
+  };
+  constexpr auto kGather = MoeDispatcher::kAllGather;
+  constexpr auto kToAll = MoeDispatcher::kAllToAll;
+  moe("mixtral-8x7b", plan_of(8, 1, 4, k1f1b, 1, 1, kNone, false, 1, 16, 512), 8, kToAll);
+  moe("mixtral-8x7b", plan_of(4, 2, 4, kInter, 2, 1, kSel, true, 1, 16, 512), 4, kGather);
+  moe("mixtral-8x7b", plan_of(2, 4, 4, k1f1b, 1, 0, kFull, true, 1, 8, 512), 1, kGather);
+  moe("qwen1.5-moe-a2.7b", plan_of(8, 2, 1, k1f1b, 1, 2, kNone, true, 1, 16, 512), 4, kToAll);
+  moe("qwen1.5-moe-a2.7b", plan_of(4, 1, 2, kGpipe, 1, 1, kSel, false, 2, 16, 512), 2, kGather);
   return cases;
 }
 
 std::string describe(const BoundCase& c) {
-  return fmt::format("{} on {} ({} GPUs): {}", c.model, c.cluster, c.plan.gpus(), describe(c.plan));
+  return fmt::format("{} on {} ({} GPUs): {}, ep {} {}", c.model, c.cluster, c.plan.gpus(),
+                     describe(c.plan), c.plan.ep, to_string(c.plan.moe_dispatcher));
 }
 
 // sim/step_bound.hpp: every term of the bound is work the simulated step cannot avoid, so
