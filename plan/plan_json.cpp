@@ -43,6 +43,10 @@ constexpr std::pair<const char*, HostDispatch> kHostDispatches[] = {
     {"cuda-graphs", HostDispatch::kCudaGraphs},
     {"native", HostDispatch::kNative},
     {"none", HostDispatch::kNone}};
+constexpr std::pair<const char*, MoeDispatcher> kMoeDispatchers[] = {
+    {"allgather", MoeDispatcher::kAllGather}, {"alltoall", MoeDispatcher::kAllToAll}};
+constexpr std::pair<const char*, CpComm> kCpComms[] = {
+    {"p2p", CpComm::kP2p}, {"all_gather", CpComm::kAllGather}, {"a2a", CpComm::kAllToAll}};
 constexpr std::pair<const char*, DType> kDtypes[] = {
     {"bf16", DType::kBf16}, {"fp16", DType::kFp16}, {"fp32", DType::kFp32}};
 
@@ -80,7 +84,48 @@ constexpr std::string_view kPlanKeys[] = {"dp",
                                           "prefetch_layers",
                                           "horovod_cycle_time_ms",
                                           "fused_kernels",
-                                          "rank_order"};
+                                          "rank_order",
+                                          "ep",
+                                          "etp",
+                                          "moe_dispatcher",
+                                          "grouped_gemm",
+                                          "moe_imbalance",
+                                          "cp",
+                                          "cp_comm"};
+
+// The expert- and context-parallel fields ("ep", "etp", "moe_dispatcher", "grouped_gemm",
+// "moe_imbalance", "cp", "cp_comm"); their ranges are validate_plan_sizes's.
+ParallelPlan parse_moe_cp_json(const JsonFields& fields, ParallelPlan plan) {
+  if (fields.has("ep")) plan.ep = fields.positive_int("ep");
+  if (fields.has("etp")) plan.etp = fields.non_negative_int("etp");
+  if (fields.has("moe_dispatcher")) {
+    plan.moe_dispatcher = parse_moe_dispatcher(fields.string("moe_dispatcher"), fields.where(),
+                                               fields.field_name("moe_dispatcher"));
+  }
+  plan.grouped_gemm = fields.boolean("grouped_gemm", plan.grouped_gemm);
+  if (fields.has("moe_imbalance")) plan.moe_imbalance = fields.positive_number("moe_imbalance");
+  if (fields.has("cp")) plan.cp = fields.positive_int("cp");
+  if (fields.has("cp_comm")) {
+    plan.cp_comm =
+        parse_cp_comm(fields.string("cp_comm"), fields.where(), fields.field_name("cp_comm"));
+  }
+  return plan;
+}
+
+// The same fields written, like the optional ones before them, only when they differ from their
+// defaults, so that a plan without them writes what it always wrote.
+nlohmann::json moe_cp_json(const ParallelPlan& plan) {
+  nlohmann::json out = nlohmann::json::object();
+  if (plan.ep != 1) out["ep"] = plan.ep;
+  if (plan.etp != 0) out["etp"] = plan.etp;
+  if (plan.moe_dispatcher != MoeDispatcher::kAllGather)
+    out["moe_dispatcher"] = to_string(plan.moe_dispatcher);
+  if (plan.grouped_gemm) out["grouped_gemm"] = true;
+  if (plan.moe_imbalance != 1) out["moe_imbalance"] = plan.moe_imbalance;
+  if (plan.cp != 1) out["cp"] = plan.cp;
+  if (plan.cp_comm != CpComm::kP2p) out["cp_comm"] = to_string(plan.cp_comm);
+  return out;
+}
 
 }  // namespace
 
@@ -111,6 +156,15 @@ HostDispatch parse_host_dispatch(const std::string& name, const std::string& whe
 AttentionKind parse_attention(const std::string& name, const std::string& where,
                               const std::string& field) {
   return parse_name(name, kAttentions, where, field);
+}
+
+MoeDispatcher parse_moe_dispatcher(const std::string& name, const std::string& where,
+                                   const std::string& field) {
+  return parse_name(name, kMoeDispatchers, where, field);
+}
+
+CpComm parse_cp_comm(const std::string& name, const std::string& where, const std::string& field) {
+  return parse_name(name, kCpComms, where, field);
 }
 
 ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan,
@@ -185,7 +239,7 @@ ParallelPlan parse_plan_json(const JsonFields& fields, ParallelPlan plan,
   if (fields.has("horovod_cycle_time_ms")) {
     plan.cycle_time_ns = std::llround(fields.positive_number("horovod_cycle_time_ms", true) * 1e6);
   }
-  return plan;
+  return parse_moe_cp_json(fields, plan);
 }
 
 nlohmann::json plan_to_json(const ParallelPlan& plan) {
@@ -226,6 +280,7 @@ nlohmann::json plan_to_json(const ParallelPlan& plan) {
   if (plan.prefetch_layers >= 0) out["prefetch_layers"] = plan.prefetch_layers;
   if (plan.cycle_time_ns > 0)
     out["horovod_cycle_time_ms"] = static_cast<double>(plan.cycle_time_ns) / 1e6;
+  out.update(moe_cp_json(plan));
   return out;
 }
 

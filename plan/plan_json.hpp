@@ -13,7 +13,10 @@
 //    "host_dispatch": "eager|compiled|cuda-graphs|native|none", "offload_optimizer",
 //    "offload_param" (bool, written only when true), "prefetch_layers" (ZeRO 3; written only
 //    when set), "horovod_cycle_time_ms" (HOROVOD_CYCLE_TIME; written when > 0), "fused_kernels"
-//    (bool; written when false)}
+//    (bool; written when false); and, each written only when it differs from its default:
+//    "ep" (1), "etp" (0: tp), "moe_dispatcher": "allgather|alltoall" (allgather),
+//    "grouped_gemm" (false), "moe_imbalance" (1), "cp" (1), "cp_comm": "p2p|all_gather|a2a"
+//    (p2p)}
 
 #include <optional>
 #include <string>
@@ -43,5 +46,8 @@ Fp8Format parse_fp8_format(const std::string& name, const std::string& where,
                            const std::string& field);
 HostDispatch parse_host_dispatch(const std::string& name, const std::string& where,
                                  const std::string& field);
+MoeDispatcher parse_moe_dispatcher(const std::string& name, const std::string& where,
+                                   const std::string& field);
+CpComm parse_cp_comm(const std::string& name, const std::string& where, const std::string& field);
 
 }  // namespace strata
