@@ -137,6 +137,7 @@ void add_stack_flags(CLI::App& command, PlanFlags& flags) {
                      "stacks) or eager PyTorch's kernel chains (false: the other frameworks)");
   command.add_option("--horovod-cycle-time", flags.horovod_cycle_ms,
                      "Horovod: the background thread's cycle in ms (HOROVOD_CYCLE_TIME, 1)");
+  add_moe_cp_stack_flags(command, flags.moe_cp);
 }
 
 std::string zoo_help() {
@@ -153,8 +154,8 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
                      "Zoo model name or path to a model JSON / HF config.json");
   command.add_option("--cluster", flags.cluster, "Zoo cluster name or path to a cluster JSON");
   command.add_option("--gpus", flags.gpus,
-                     "GPUs to use (must equal dp x tp x pp; default dp x tp x pp)");
-  command.add_option("--dp", flags.dp, "Data-parallel size (default: gpus / (tp x pp))");
+                     "GPUs to use (must equal dp x tp x pp x cp; default dp x tp x pp x cp)");
+  command.add_option("--dp", flags.dp, "Data-parallel size (default: gpus / (tp x pp x cp))");
   command.add_option("--tp,--tensor-model-parallel-size", flags.tp,
                      fmt::format("Tensor-parallel size (default {})", defaults.tp));
   command.add_option("--pp,--pipeline-model-parallel-size", flags.pp,
@@ -165,6 +166,7 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags) {
                   defaults.vpp));
   command.add_option("--num-layers-per-virtual-pipeline-stage", flags.layers_per_virtual_stage,
                      "Megatron-LM: layers per model chunk (sets vpp)");
+  add_moe_cp_axis_flags(command, flags.moe_cp);
   command.add_option("--zero,--zero-stage", flags.zero,
                      fmt::format("ZeRO stage 0-3 (default {})", defaults.zero_stage));
   command.add_flag("--use-distributed-optimizer", flags.distributed_optimizer,
@@ -269,6 +271,7 @@ void apply_stack_flags(const PlanFlags& flags, ParallelPlan& plan) {
   }
   if (flags.grad_reduce_in_bf16) plan.precision.fp32_grads = false;
   if (flags.grads_in_fp32) plan.precision.fp32_grads = true;
+  plan = apply_moe_cp_stack_flags(flags.moe_cp, plan);
 }
 
 PlanInputs resolve_plan_inputs(const PlanFlags& flags,
@@ -338,6 +341,7 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
   set(flags.first_stage_layers, plan.first_stage_layers);
   set(flags.last_stage_layers, plan.last_stage_layers);
   set(flags.dp, plan.dp);
+  plan = apply_moe_cp_axis_flags(flags.moe_cp, plan);
   // Every size before anything below divides by one or multiplies them.
   validate_plan_sizes(plan, where);
   if (megatron_model_flags) {
@@ -407,13 +411,16 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
   if (flags.dp) {
     plan.dp = *flags.dp;
   } else if (gpus && !scenario.dp_given) {
-    if (*gpus % (plan.tp * plan.pp) != 0) {
+    // ParallelPlan::gpus(): dp x tp x pp x cp (ep is carved out of dp and adds no GPUs).
+    const int64_t per_replica = plan.tp * plan.pp * plan.cp;
+    if (*gpus % per_replica != 0) {
       throw InputError(
           where, "gpus (--gpus)",
-          fmt::format("{} GPUs are not a multiple of tp {} x pp {}", *gpus, plan.tp, plan.pp),
-          fmt::format("use a multiple of {} GPUs, or change --tp/--pp", plan.tp * plan.pp));
+          fmt::format("{} GPUs are not a multiple of tp {} x pp {} x cp {}", *gpus, plan.tp,
+                      plan.pp, plan.cp),
+          fmt::format("use a multiple of {} GPUs, or change --tp/--pp/--cp", per_replica));
     }
-    plan.dp = *gpus / (plan.tp * plan.pp);
+    plan.dp = *gpus / per_replica;
   }
   if (deepspeed) {
     apply_deepspeed_config(*deepspeed, inputs.model, plan, flags.zero, flags.micro_batch,

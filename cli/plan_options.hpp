@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/model_flags.hpp"
+#include "cli/moe_cp_flags.hpp"
 #include "models/model_spec.hpp"
 #include "plan/parallel_plan.hpp"
 #include "topologies/cluster_spec.hpp"
@@ -54,6 +55,7 @@ struct PlanFlags {
   std::string deepspeed_config;
   bool deepspeed = false;  // Megatron-DeepSpeed's --deepspeed: DeepSpeed runs the step
   ModelFlags model_flags;
+  MoeCpFlags moe_cp;  // --ep, --etp, --cp and how the stack runs them
   // Older Megatron-LM and Megatron-DeepSpeed: --checkpoint-activations (full recompute),
   // --activations-checkpoint-method, --checkpoint-num-layers.
   bool checkpoint_activations = false;
@@ -64,8 +66,8 @@ void add_plan_flags(CLI::App& command, PlanFlags& flags);
 // The zoo's model and cluster names, for a command's --help footer.
 std::string zoo_help();
 // The flags of the software stack alone (framework, attention, overlaps, buckets, gradient dtype,
-// FP8, host dispatch, offload, ZeRO-3 prefetch), which `strata search` takes as given for every
-// plan it enumerates.
+// FP8, host dispatch, offload, ZeRO-3 prefetch, the MoE dispatcher, grouped GEMMs and imbalance,
+// the CP exchange), which `strata search` takes as given for every plan it enumerates.
 void add_stack_flags(CLI::App& command, PlanFlags& flags);
 // Sets the stack fields the flags give (--framework's preset is applied before, by the caller).
 void apply_stack_flags(const PlanFlags& flags, ParallelPlan& plan);

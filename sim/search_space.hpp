@@ -22,8 +22,9 @@ struct SearchSpace {
   int64_t seq_len = 0;
   DType dtype = DType::kBf16;
   // The software stack every plan runs on: its framework, attention, overlaps, buckets, model
-  // state precision, FP8 and host dispatch are taken from here; the parallel layout, batch split,
-  // recompute and schedule fields are ignored (enumerated).
+  // state precision, FP8, host dispatch, MoE dispatcher, grouped GEMMs, expert imbalance and CP
+  // exchange are taken from here; the parallel layout, batch split, recompute and schedule fields
+  // are ignored (enumerated).
   ParallelPlan stack;
   // TP spans at most one node (NVLink) unless this is set (Megatron-LM's advice, Narayanan et al.
   // 2021 Sec. 3.3: TP across nodes runs its collectives over the slower fabric).

@@ -130,6 +130,25 @@ case "$check" in
       --global-batch 8 --use-tp-pp-dp-mapping --layout
     grep -Eq '^ +2 +0 +2 +0 +1 +0$' stdout.txt || fail "rank 2 is not pp 1 under tp-pp-dp"
     ;;
+  moe_flags)
+    # The MoE stack flags reach the plan: Mixtral 8x7B with the all-to-all dispatcher, grouped
+    # GEMMs and the busiest expert at 1.5x the mean writes them into the report's plan, and a
+    # scenario with the same keys gives the same report, byte for byte. Without the flags the
+    # keys are left out (each written only when it differs from its default).
+    model="$src/tests/models/data/mixtral-8x7b.json"
+    run_strata plan --model "$model" --cluster dgx-h100 --gpus 16 --pp 4 --global-batch 64 \
+      --moe-token-dispatcher-type alltoall --moe-grouped-gemm --moe-imbalance 1.5 --json flags.json
+    run_strata plan --scenario "$src/tests/cli/data/moe_scenario.json" --json scenario.json
+    cmp flags.json scenario.json || fail "the reports differ: $(diff flags.json scenario.json)"
+    expect_plan_field flags.json moe_dispatcher '"alltoall"'
+    expect_plan_field flags.json grouped_gemm true
+    expect_plan_field flags.json moe_imbalance 1.5
+    expect_plan_field flags.json dp 4
+    run_strata plan --model "$model" --cluster dgx-h100 --gpus 16 --pp 4 --global-batch 64 \
+      --json plain.json
+    ! grep -Eq '"(moe_dispatcher|grouped_gemm|moe_imbalance|ep|etp|cp|cp_comm)"' plain.json ||
+      fail "plain.json writes an MoE or CP key at its default"
+    ;;
   deterministic_graph)
     # A full graph with every kind of task: TP + sequence parallel, interleaved PP, ZeRO 3 over DP.
     args=(plan --model gpt2-124m --cluster dgx-h100 --graph full --tp 2 --pp 2 --vpp 2 --dp 2
