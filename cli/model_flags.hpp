@@ -22,6 +22,13 @@ struct ModelFlags {
   bool use_rotary_position_embeddings = false, no_position_embedding = false;
   std::optional<std::string> normalization, position_embedding_type, tokenizer_type;
   std::optional<double> attention_dropout, hidden_dropout;
+  // Mixture of experts (arguments.py, _add_moe_args).
+  std::optional<int64_t> num_experts, moe_router_topk, moe_ffn_hidden_size;
+  std::optional<int64_t> moe_shared_expert_intermediate_size;
+  std::optional<int64_t> moe_router_num_groups, moe_router_group_topk;
+  std::optional<std::string> moe_layer_freq, moe_router_score_function;
+  std::optional<double> moe_expert_capacity_factor;
+  bool moe_router_enable_expert_bias = false;
 };
 
 void add_model_flags(CLI::App& command, ModelFlags& flags);
@@ -35,7 +42,9 @@ bool any_model_flag(const ModelFlags& flags);
 // GPT-2 BPE tokenizer's 50,257) are required; the positions default to `seq_len` as there. Megatron
 // pads the vocabulary to a multiple of --make-vocab-size-divisible-by (default 128) x tp
 // (_vocab_size_with_padding): applied to a model from flags, or to a --model when the flag is
-// given. Throws InputError naming the flag at fault.
+// given. The MoE flags set the experts as Megatron's validate_args fills them in (top-k 2,
+// experts as wide as --ffn-hidden-size) or override the --model's. Throws InputError naming the
+// flag at fault.
 ModelSpec megatron_model(const ModelFlags& flags, const std::optional<ModelSpec>& base,
                          int64_t seq_len, int64_t tp);
 
