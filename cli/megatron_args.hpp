@@ -5,9 +5,9 @@
 // NAME=( ... )) and expanded ($NAME, ${NAME}, ${NAME:-default}, ${NAME[@]}, $(( arithmetic ))).
 // Every flag is then either modelled (an option of the command: read as if given on the command
 // line, where the command line's own flags win), read and ignored because it does not change a
-// step's time or memory (the documented list below, noted on stderr), a launcher flag (torchrun's
-// or DeepSpeed's GPUs per node and nodes give --gpus), or refused: one error names every flag
-// that would change performance and that Strata does not model, in the order given.
+// step's time or memory (the list of cli/megatron_ignored_flags, noted on stderr), a launcher flag
+// (torchrun's or DeepSpeed's GPUs per node and nodes give --gpus), or refused: one error names
+// every flag that would change performance and that Strata does not model, in the order given.
 
 #include <optional>
 #include <string>
@@ -30,10 +30,6 @@ struct ScriptFlag {
 // The --flags of the script's commands that carry any, in order, each with the word after it
 // when that word is not itself a flag (nor a Python script).
 std::vector<ScriptFlag> script_flags(std::string_view text);
-
-// Why a Megatron-LM flag does not change a step's time or memory, for the flags Strata reads and
-// ignores; nullopt for any other flag.
-std::optional<std::string_view> ignored_flag_reason(std::string_view flag);
 
 // `args` are the program's arguments without its name. When they hold `--megatron-args FILE`,
 // returns them with it replaced by the file's modelled flags (after the subcommand's name), and
