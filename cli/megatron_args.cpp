@@ -313,6 +313,35 @@ std::optional<int64_t> launcher_count(const std::optional<std::string>& text) {
   return count;
 }
 
+// A word after a flag that is its value: not itself a flag, nor a Python script.
+bool is_value_word(const std::string& word) {
+  return !word.starts_with("--") && !word.ends_with(".py");
+}
+
+// A modelled flag as words for the command line: the flag and its value, or its values for an
+// option that takes a list (Megatron's nargs='+', --cp-comm-type p2p p2p a2a), all of them so
+// that the option sees the list. Throws InputError naming the file for a value missing or from
+// outside it.
+std::vector<std::string> modelled_words(const std::string& path, const ScriptFlag& flag,
+                                        const CLI::Option& option) {
+  std::vector<std::string> words{flag.name};
+  if (option.get_expected_min() == 0) return words;
+  if (!flag.value) throw InputError(path, flag.name, "has no value", "give its value after it");
+  words.push_back(*flag.value);
+  if (option.get_items_expected_max() > 1)
+    words.insert(words.end(), flag.more_values.begin(), flag.more_values.end());
+  for (auto value = words.begin() + 1; value != words.end(); ++value) {
+    if (value->starts_with("$")) {
+      throw InputError(path, flag.name,
+                       fmt::format("its value '{}' comes from outside the file (a variable it "
+                                   "does not set, or a command's output)",
+                                   value->substr(0, 80)),
+                       "set the variable in the file, or give the flag on the command line");
+    }
+  }
+  return words;
+}
+
 }  // namespace
 
 std::vector<std::vector<std::string>> shell_commands(std::string_view text) {
@@ -332,9 +361,11 @@ std::vector<ScriptFlag> script_flags(std::string_view text) {
       flag.name = word.substr(0, equals);
       if (equals != std::string::npos) {
         flag.value = word.substr(equals + 1);
-      } else if (i + 1 < words.size() && !words[i + 1].starts_with("--") &&
-                 !words[i + 1].ends_with(".py")) {
+      } else if (i + 1 < words.size() && is_value_word(words[i + 1])) {
         flag.value = words[++i];
+        while (i + 1 < words.size() && is_value_word(words[i + 1]) &&
+               words[i + 1].find_first_of("<>") == std::string::npos)
+          flag.more_values.push_back(words[++i]);
       }
       flags.push_back(std::move(flag));
     }
@@ -394,20 +425,7 @@ std::vector<std::string> expand_megatron_args(const CLI::App& app, std::vector<s
                                     : command->get_option_no_throw(flag.name);
     if (option != nullptr) {
       if (std::find(given.begin(), given.end(), option) != given.end()) continue;
-      Modelled entry{option, {flag.name}};
-      if (option->get_expected_min() > 0) {
-        if (!flag.value) {
-          throw InputError(path, flag.name, "has no value", "give its value after it");
-        }
-        if (flag.value->starts_with("$")) {
-          throw InputError(path, flag.name,
-                           fmt::format("its value '{}' comes from outside the file (a variable "
-                                       "it does not set, or a command's output)",
-                                       flag.value->substr(0, 80)),
-                           "set the variable in the file, or give the flag on the command line");
-        }
-        entry.words.push_back(*flag.value);
-      }
+      Modelled entry{option, modelled_words(path, flag, *option)};
       // A flag the script gives twice: the later one, as argparse takes it.
       const auto earlier = std::find_if(modelled.begin(), modelled.end(),
                                         [&](const Modelled& m) { return m.option == option; });

@@ -25,10 +25,13 @@ std::vector<std::vector<std::string>> shell_commands(std::string_view text);
 struct ScriptFlag {
   std::string name;                  // "--num-layers"
   std::optional<std::string> value;  // the next word, or what followed '='
+  // The words after the next one up to the next flag (a list: --cp-comm-type p2p p2p a2a), but
+  // for a redirection's (">", "2>"); read only by an option that takes a list.
+  std::vector<std::string> more_values;
 };
 
-// The --flags of the script's commands that carry any, in order, each with the word after it
-// when that word is not itself a flag (nor a Python script).
+// The --flags of the script's commands that carry any, in order, each with the words after it
+// when they are not themselves flags (nor a Python script).
 std::vector<ScriptFlag> script_flags(std::string_view text);
 
 // `args` are the program's arguments without its name. When they hold `--megatron-args FILE`,

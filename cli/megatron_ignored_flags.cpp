@@ -143,6 +143,21 @@ const std::vector<IgnoredGroup>& ignored_groups() {
         "--attention-softmax-in-fp32", "--use-cpu-initialization", "--no-persist-layer-norm",
         "--calculate-per-token-loss", "--check-for-nan-in-loss-and-grad",
         "--no-check-for-nan-in-loss-and-grad"}},
+      // The MoE router's loss terms, scalings and logging (arguments.py, _add_moe_args): each
+      // costs a few elementwise passes over a layer's T x experts scores (T x h for the jitter),
+      // beside the experts' GEMMs; which tokens a capacity drops, not how many; the balancing
+      // bias's update rate (the update is one pass over `experts` values per step). Not here,
+      // so refused: --moe-router-dtype fp32 (the router's GEMM in fp32, at 67 of an H100's 989
+      // bf16 TFLOP/s: 0.46% of an MoE layer's GEMM FLOPs at DeepSeek-V3's 256 experts of 2048
+      // and top 8, then about 7% of their time),
+      // --moe-permute-fusion, --moe-pad-expert-input-to-capacity, --moe-shared-expert-overlap,
+      // --overlap-moe-expert-parallel-comm, --moe-enable-deepep, --moe-layer-recompute.
+      {"the MoE router's loss terms, score scalings and logging (elementwise work on the "
+       "router's scores, beside the experts' GEMMs), and which tokens a capacity drops",
+       {"--moe-router-load-balancing-type", "--moe-aux-loss-coeff", "--moe-z-loss-coeff",
+        "--moe-input-jitter-eps", "--moe-per-layer-logging", "--moe-token-drop-policy",
+        "--moe-router-topk-scaling-factor", "--moe-router-pre-softmax",
+        "--moe-router-bias-update-rate"}},
       {"the implementation Strata's Megatron preset already assumes (Megatron-Core models on "
        "Transformer Engine, NCCL)",
        {"--use-mcore-models", "--transformer-impl", "--distributed-backend",

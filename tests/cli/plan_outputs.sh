@@ -130,6 +130,23 @@ case "$check" in
       --global-batch 8 --use-tp-pp-dp-mapping --layout
     grep -Eq '^ +2 +0 +2 +0 +1 +0$' stdout.txt || fail "rank 2 is not pp 1 under tp-pp-dp"
     ;;
+  megatron_moe_script)
+    # A Megatron-LM Mixtral script (after its examples/mixtral): the model by flags with 8 experts,
+    # top 2, as wide as --ffn-hidden-size; pp 4, the all-to-all dispatcher, grouped GEMMs; the
+    # router's loss terms read and ignored. The script's ep 8 is overridden by --ep 1 on the
+    # command line (the command line wins), as the compiler does not lower ep above 1 yet.
+    run_strata plan --megatron-args "$src/tests/cli/data/megatron/train_mixtral_8x7b_distributed.sh" \
+      --cluster dgx-h100 --gpus 64 --ep 1 --json out.json
+    expect_plan_field out.json pp 4
+    expect_plan_field out.json dp 16
+    expect_plan_field out.json moe_dispatcher '"alltoall"'
+    expect_plan_field out.json grouped_gemm true
+    grep -q '^    "experts": 8,$' out.json || fail "the model does not have 8 experts"
+    grep -q '^    "experts_per_token": 2,$' out.json || fail "the model's top-k is not 2"
+    grep -q '^    "expert_ffn_hidden": 14336,$' out.json || fail "the experts are not 14336 wide"
+    grep -q 'without effect on the prediction: .*--moe-router-load-balancing-type --moe-aux-loss-coeff' \
+      stderr.txt || fail "the router's loss flags are not noted as ignored: $(<stderr.txt)"
+    ;;
   moe_flags)
     # The MoE stack flags reach the plan: Mixtral 8x7B with the all-to-all dispatcher, grouped
     # GEMMs and the busiest expert at 1.5x the mean writes them into the report's plan, and a
