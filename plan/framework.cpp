@@ -23,7 +23,11 @@
 // fsdp2 (torchtitan's defaults for PyTorch FSDP2): every transformer block its own FSDP unit,
 //  fully sharded (ZeRO 3); parameters kept as sharded fp32 and all-gathered in bf16
 //  (mixed_precision_param), gradients reduce-scattered in fp32 (mixed_precision_reduce) on a
-//  separate stream while the backward goes on; flash attention (SDPA).
+//  separate stream while the backward goes on; flash attention (SDPA). The MoE dispatcher stays
+//  allgather: torchtitan's all-to-all token exchange is its expert parallelism's (ExpertParallel,
+//  torchtitan/distributed/expert_parallel.py), which validate_plan refuses above ep 1 for now,
+//  and a preset away from the plan's default would write "moe_dispatcher" into every fsdp2
+//  plan's JSON, dense ones too. Set it with --moe-token-dispatcher-type alltoall.
 // ddp (torch.nn.parallel.DistributedDataParallel): bucket_cap_mb 25 of fp32 gradients
 //  (6,553,600 parameters), each bucket all-reduced by autograd hooks during the backward; AMP
 //  keeps fp32 parameters and gradients; data-parallel only.
