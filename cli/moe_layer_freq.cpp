@@ -92,8 +92,14 @@ class PatternReader {
 
   PatternValue atom() {
     if (accept('(')) {
+      // A bound on the recursion, far above any pattern's nesting, so that no text can exhaust
+      // the stack.
+      if (++depth_ > kMaxDepth) {
+        refuse(fmt::format("{} nests parentheses deeper than {}", quoted(text_), kMaxDepth));
+      }
       PatternValue value = sum();
       if (!accept(')')) unreadable();
+      --depth_;
       return value;
     }
     if (accept('[')) return bracketed();
@@ -153,8 +159,11 @@ class PatternReader {
     return repeated;
   }
 
+  static constexpr int kMaxDepth = 64;
+
   std::string_view text_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 // An int N: layer i is MoE when i % N == 0, which only N = 1 (every layer) leaves as "the first k

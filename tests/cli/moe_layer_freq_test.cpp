@@ -44,6 +44,10 @@ TEST_CASE("MoE layer patterns a ModelSpec cannot hold are refused", "[cli][moe]"
   CHECK_THAT(problem("[0]*4", 4), Catch::Contains("no MoE layer"));
   CHECK_THAT(problem("[0,2]", 2), Catch::Contains("holds 2"));
   CHECK_THAT(problem("[1]*99999999", 4), Catch::Contains("longer than any model's"));
+  // Nesting is bounded (a recursive reader would otherwise run out of stack).
+  CHECK_THAT(problem(std::string(100000, '(') + "[1]", 1),
+             Catch::Contains("nests parentheses deeper than 64"));
+  CHECK(first_dense_layers_of(std::string(64, '(') + "[1]" + std::string(64, ')'), 1) == 0);
   // What Python would read but the reader does not: powers, comprehensions, unbalanced text.
   for (const char* text :
        {"[1]*(2**3)", "[1 for _ in range(4)]", "([0]+[1]*3", "[1]+1", "[1]*[1]", "[1]*4 junk"}) {
