@@ -414,11 +414,12 @@ PlanInputs resolve_plan_inputs(const PlanFlags& flags,
     // ParallelPlan::gpus(): dp x tp x pp x cp (ep is carved out of dp and adds no GPUs).
     const int64_t per_replica = plan.tp * plan.pp * plan.cp;
     if (*gpus % per_replica != 0) {
-      throw InputError(
-          where, "gpus (--gpus)",
-          fmt::format("{} GPUs are not a multiple of tp {} x pp {} x cp {}", *gpus, plan.tp,
-                      plan.pp, plan.cp),
-          fmt::format("use a multiple of {} GPUs, or change --tp/--pp/--cp", per_replica));
+      const bool cp = plan.cp > 1;  // named only when given, as dense plans leave it out
+      throw InputError(where, "gpus (--gpus)",
+                       fmt::format("{} GPUs are not a multiple of tp {} x pp {}{}", *gpus, plan.tp,
+                                   plan.pp, cp ? fmt::format(" x cp {}", plan.cp) : ""),
+                       fmt::format("use a multiple of {} GPUs, or change --tp/--pp{}", per_replica,
+                                   cp ? "/--cp" : ""));
     }
     plan.dp = *gpus / per_replica;
   }
