@@ -11,6 +11,7 @@
 #include "models/model_json.hpp"
 #include "plan/framework.hpp"
 #include "plan/memory_plan.hpp"
+#include "plan/moe_dims.hpp"
 #include "plan/plan_json.hpp"
 #include "plan/rank_layout.hpp"
 #include "topologies/topology_json.hpp"
@@ -27,12 +28,29 @@ std::string flops_text(double flops) {
 }
 
 std::string plan_line(const ParallelPlan& p) {
+  std::string axes = fmt::format("dp {} x tp {} x pp {}", p.dp, p.tp, p.pp);
+  if (p.vpp > 1) axes += fmt::format(" x vpp {}", p.vpp);
+  if (p.cp > 1) axes += fmt::format(" x cp {} ({})", p.cp, to_string(p.cp_comm));
+  if (p.ep > 1) axes += fmt::format(", ep {} of dp", p.ep);
   return fmt::format(
-      "dp {} x tp {} x pp {}{}, zero {}, micro-batch {}, global batch {} ({} micro-batches), "
-      "seq {}, {}, recompute {}{}, {}",
-      p.dp, p.tp, p.pp, p.vpp > 1 ? fmt::format(" x vpp {}", p.vpp) : "", p.zero_stage,
-      p.micro_batch, p.global_batch, p.micro_batches(), p.seq_len, to_string(p.schedule),
-      to_string(p.recompute), p.sequence_parallel ? ", sequence parallel" : "", to_string(p.dtype));
+      "{}, zero {}, micro-batch {}, global batch {} ({} micro-batches), seq {}, {}, recompute "
+      "{}{}, {}",
+      axes, p.zero_stage, p.micro_batch, p.global_batch, p.micro_batches(), p.seq_len,
+      to_string(p.schedule), to_string(p.recompute),
+      p.sequence_parallel ? ", sequence parallel" : "", to_string(p.dtype));
+}
+
+std::string experts_line(const ModelSpec& m, const ParallelPlan& p) {
+  const double load = moe_rank_load(m, p);
+  std::string line =
+      fmt::format("{} routed, top {}; {} per rank (ep {}, expert tp {}), {} dispatcher{}; ",
+                  m.experts, m.experts_per_token, m.experts / p.ep, p.ep, p.expert_tp(),
+                  to_string(p.moe_dispatcher), p.grouped_gemm ? ", grouped GEMMs" : "");
+  if (p.moe_imbalance == 1) return line + "balanced routing";
+  return line + fmt::format(
+                    "the busiest expert takes {:.3g}x the mean: its rank computes and receives "
+                    "{:.3g}x its balanced share",
+                    p.moe_imbalance, load);
 }
 
 std::string stack_line(const ParallelPlan& p) {
@@ -123,6 +141,7 @@ std::string plan_summary(const CompiledPlan& c) {
   add(model_line(c.model));
   add(cluster_line(c.cluster, p.gpus()));
   add(fmt::format("plan     {}", plan_line(p)));
+  if (c.model.moe()) add(fmt::format("experts  {}", experts_line(c.model, p)));
   add(fmt::format("stack    {}", stack_line(p)));
   add(
       fmt::format("step     {} tokens; model {} (MFU numerator), hardware {} (executed, with "

@@ -24,6 +24,10 @@ std::string model_line(const ModelSpec& model);
 std::string cluster_line(const ClusterSpec& cluster, int64_t gpus);
 // "dp 2 x tp 8 x pp 4, zero 1, micro-batch 1, global batch 512 (256 micro-batches), ...";
 std::string plan_line(const ParallelPlan& plan);
+// An MoE model's experts under the plan: "8 routed, top 2; 1 per rank (ep 8, expert tp 1),
+// alltoall dispatcher; the busiest expert takes 2x the mean: its rank computes and receives
+// 1.14x its balanced share";
+std::string experts_line(const ModelSpec& model, const ParallelPlan& plan);
 // "megatron-core: flash attention; overlapped: p2p; not overlapped: tp, grad-reduce, ...; fp32
 // gradients, one gradient bucket per stage" (what the framework does, after the plan's overrides);
 std::string stack_line(const ParallelPlan& plan);

@@ -58,6 +58,7 @@ std::string simulate_summary(const CompiledPlan& c, const SimOptions& options, c
   add(model_line(c.model));
   add(cluster_line(c.cluster, c.plan.gpus()));
   add(fmt::format("plan     {}", plan_line(c.plan)));
+  if (c.model.moe()) add(fmt::format("experts  {}", experts_line(c.model, c.plan)));
   add(fmt::format("stack    {}", stack_line(c.plan)));
   add(fmt::format("graph    {} ({} ranks): {} tasks; the engine answered {} events",
                   to_string(c.graph.mode()), c.graph.ranks().size(), c.graph.size(),
@@ -107,13 +108,22 @@ std::string simulate_summary(const CompiledPlan& c, const SimOptions& options, c
   add(energy_line(c, r));
   add("");
   add("per stage (seconds; exposed communication in ms; GiB = 2^30 bytes)");
-  add(fmt::format("{:>5} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10} {:>9}", "stage", "busy s",
-                  "idle s", "bubble", "exposed tp", "pp", "dp", "peak GiB"));
+  // The cp and ep columns where the plan has those axes.
+  const bool cp = c.plan.cp > 1;
+  const bool ep = c.plan.ep > 1;
+  std::string header = fmt::format("{:>5} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10}", "stage",
+                                   "busy s", "idle s", "bubble", "exposed tp", "pp", "dp");
+  if (cp) header += fmt::format(" {:>10}", "cp");
+  if (ep) header += fmt::format(" {:>10}", "ep");
+  add(header + fmt::format(" {:>9}", "peak GiB"));
   for (const StageResult& s : r.per_stage) {
-    add(fmt::format("{:>5} {:>10.6f} {:>10.6f} {:>6.1f}% {:>10.2f} {:>10.2f} {:>10.2f} {:>9}",
-                    s.stage, s.busy_s, s.idle_s, s.bubble_fraction * 100, s.exposed_comm_s.tp * 1e3,
-                    s.exposed_comm_s.pp * 1e3, s.exposed_comm_s.dp * 1e3,
-                    gib(s.peak_memory_bytes)));
+    std::string row =
+        fmt::format("{:>5} {:>10.6f} {:>10.6f} {:>6.1f}% {:>10.2f} {:>10.2f} {:>10.2f}", s.stage,
+                    s.busy_s, s.idle_s, s.bubble_fraction * 100, s.exposed_comm_s.tp * 1e3,
+                    s.exposed_comm_s.pp * 1e3, s.exposed_comm_s.dp * 1e3);
+    if (cp) row += fmt::format(" {:>10.2f}", s.exposed_comm_s.cp * 1e3);
+    if (ep) row += fmt::format(" {:>10.2f}", s.exposed_comm_s.ep * 1e3);
+    add(row + fmt::format(" {:>9}", gib(s.peak_memory_bytes)));
   }
   return out;
 }

@@ -133,12 +133,12 @@ case "$check" in
   megatron_moe_script)
     # A Megatron-LM Mixtral script (after its examples/mixtral): the model by flags with 8 experts,
     # top 2, as wide as --ffn-hidden-size; pp 4, the all-to-all dispatcher, grouped GEMMs; the
-    # router's loss terms read and ignored. The script's ep 8 is overridden by --ep 1 on the
-    # command line (the command line wins), as the compiler does not lower ep above 1 yet.
+    # router's loss terms read and ignored; the script's ep 8 of dp 16 on 64 GPUs.
     run_strata plan --megatron-args "$src/tests/cli/data/megatron/train_mixtral_8x7b_distributed.sh" \
-      --cluster dgx-h100 --gpus 64 --ep 1 --json out.json
+      --cluster dgx-h100 --gpus 64 --json out.json
     expect_plan_field out.json pp 4
     expect_plan_field out.json dp 16
+    expect_plan_field out.json ep 8
     expect_plan_field out.json moe_dispatcher '"alltoall"'
     expect_plan_field out.json grouped_gemm true
     grep -q '^    "experts": 8,$' out.json || fail "the model does not have 8 experts"
