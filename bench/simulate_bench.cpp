@@ -4,8 +4,11 @@
 //      126 layers split 7 + 14 x 8 + 7 as Llama 3 did): target < 2 s and < 1 GB;
 //  (b) GPT-3 175B on 64 A100s, full (tp 8, pp 8, global batch 64): target < 5 s;
 //  (c) how the cost grows: (a) at 1K, 4K, 16K and 64K GPUs (dp 8 to 512, global batch 2048), with
-//      the simulation time per pipeline stage x micro-batch, which must not grow.
-// Usage: strata_bench_simulate [a|b|c]... (default: all, in that order; peak RSS is the process's
+//      the simulation time per pipeline stage x micro-batch, which must not grow;
+//  (d) an MoE on 16,384 H100s, folded: Qwen3-235B-A22B (94 layers, 128 experts of 1536, top 8)
+//      at tp 4 with sequence parallelism, pp 2, dp 2048 with ep 64, the all-to-all dispatcher and
+//      grouped GEMMs, ZeRO 1, global batch 16384 of 4096 tokens (8 micro-batches): target < 2 s.
+// Usage: strata_bench_simulate [a|b|c|d]... (default: all, in that order; peak RSS is the process's
 // high-water mark, so run one case alone for its own figure). Figures are printed, not asserted.
 
 #include <chrono>
@@ -91,6 +94,26 @@ void case_b() {
   std::puts(fmt::format("    peak RSS {:.0f} MB (target: < 5 s)", peak_rss_mb()).c_str());
 }
 
+void case_d() {
+  ParallelPlan plan;
+  plan.tp = 4;
+  plan.sequence_parallel = true;
+  plan.pp = 2;
+  plan.dp = 2048;
+  plan.ep = 64;
+  plan.moe_dispatcher = MoeDispatcher::kAllToAll;
+  plan.grouped_gemm = true;
+  plan.zero_stage = 1;
+  plan.micro_batch = 1;
+  plan.global_batch = 16384;
+  plan.seq_len = 4096;
+  const Measured m =
+      measure(std::string(STRATA_SOURCE_DIR) + "/tests/models/data/qwen3-235b-a22b.json",
+              "dgx-h100", plan, GraphMode::kFolded);
+  print("(d) qwen3-235b-a22b (MoE, ep 64), 16384 x H100, folded", m);
+  std::puts(fmt::format("    peak RSS {:.0f} MB (target: < 2 s)", peak_rss_mb()).c_str());
+}
+
 void case_c() {
   std::puts("(c) llama3-405b folded on H100, global batch 2048: cost against p x m");
   std::puts(fmt::format("{:>7} {:>5} {:>5} {:>7} {:>10} {:>12} {:>14}", "GPUs", "dp", "m", "p x m",
@@ -112,11 +135,12 @@ void case_c() {
 
 int main(int argc, char** argv) {
   std::vector<std::string> cases(argv + 1, argv + argc);
-  if (cases.empty()) cases = {"a", "b", "c"};
+  if (cases.empty()) cases = {"a", "b", "c", "d"};
   for (const std::string& name : cases) {
     if (name == "a") strata::case_a();
     if (name == "b") strata::case_b();
     if (name == "c") strata::case_c();
+    if (name == "d") strata::case_d();
   }
   return 0;
 }
