@@ -195,6 +195,27 @@ OpShape flash_attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim
   return op;
 }
 
+// The same kernel on a block: q (b, heads, queries, d) against k and v (b, kv_heads, keys, d).
+// With queries = keys = s and pairs = causal_pairs(s, 0) it is flash_attention_op's op.
+OpShape flash_attention_block_op(int64_t b, int64_t queries, int64_t keys, int64_t pairs,
+                                 int64_t heads, int64_t head_dim, int64_t kv_heads,
+                                 Direction direction, DType dtype) {
+  STRATA_ASSERT(b > 0 && queries > 0 && keys > 0 && heads > 0 && head_dim > 0 && kv_heads > 0,
+                "attention dimensions must be positive");
+  STRATA_ASSERT(pairs > 0 && pairs <= queries * keys,
+                "a block evaluates at most every query against every key");
+  const int64_t e = bytes_per_element(dtype);
+  const bool forward = direction == Direction::kForward;
+  OpShape op{OpKind::kFlashAttention, direction, dtype, {b, queries, heads, head_dim}, 0, 0, 0};
+  op.flops = (forward ? 4 : 10) * pairs * b * heads * head_dim;
+  op.model_flops = 4 * b * queries * keys * heads * head_dim * backward_factor(direction);
+  const int64_t lse = 4 * b * heads * queries;
+  const int64_t q_out = e * b * queries * head_dim * heads;  // q, or the output
+  const int64_t kv = e * b * keys * head_dim * kv_heads;     // k, or v
+  op.bytes = forward ? 2 * q_out + 2 * kv + lse : 4 * q_out + 4 * kv + 2 * lse;
+  return op;
+}
+
 // LayerNorm/RMSNorm over `width`: about 8 FLOPs per element forward (mean, variance, scale,
 // shift); reads the input and writes the output; backward reads input and output gradient and
 // writes the input gradient.

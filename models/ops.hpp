@@ -110,6 +110,14 @@ OpShape attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim, int6
                      int64_t window, Direction direction, DType dtype);
 OpShape flash_attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim, int64_t kv_heads,
                            int64_t window, Direction direction, DType dtype);
+// A block of attention as context parallelism splits it (plan/op_shapes.cpp): `queries` queries
+// against `keys` keys in one fused kernel, of which it evaluates `pairs` query-key pairs (the
+// ones its causal mask keeps). FLOPs and bytes as flash_attention_op's with `pairs` for the
+// causal pairs and `queries` and `keys` for the tensors it reads and writes; the model FLOPs are
+// Megatron's count of the block, every query against every key: 4 b queries keys heads d.
+OpShape flash_attention_block_op(int64_t b, int64_t queries, int64_t keys, int64_t pairs,
+                                 int64_t heads, int64_t head_dim, int64_t kv_heads,
+                                 Direction direction, DType dtype);
 // Query-key pairs a causal attention over `s` tokens evaluates, each query seeing at most
 // `window` keys (0: no window): s(s+1)/2, or w(w+1)/2 + (s-w)w when a window w < s.
 int64_t causal_pairs(int64_t s, int64_t window);

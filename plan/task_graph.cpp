@@ -239,6 +239,8 @@ const char* to_string(Stream stream) {
       return "host";
     case Stream::kBackground:
       return "background";
+    case Stream::kCpComm:
+      return "cp-comm";
   }
   return "?";
 }

@@ -43,9 +43,20 @@ using TaskId = int32_t;
 inline constexpr TaskId kNoTask = -1;  // no task: a dependency that TaskGraph::emplace drops
 
 // kHost: the rank's host thread issuing the work of the others (host-dispatch tasks);
-// kBackground: a framework's background thread that launches collectives (Horovod's cycle).
-enum class Stream : uint8_t { kCompute, kTpComm, kDpComm, kPpSend, kPpRecv, kHost, kBackground };
-inline constexpr int kStreamCount = 7;
+// kBackground: a framework's background thread that launches collectives (Horovod's cycle);
+// kCpComm: context parallelism's exchange of keys and values (Transformer Engine's cp stream and
+// NCCL's), beside the attention blocks on the compute stream.
+enum class Stream : uint8_t {
+  kCompute,
+  kTpComm,
+  kDpComm,
+  kPpSend,
+  kPpRecv,
+  kHost,
+  kBackground,
+  kCpComm,
+};
+inline constexpr int kStreamCount = 8;
 
 enum class Phase : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
 // kCopy: a copy between the rank's GPU and its host's memory over the GPU's PCIe link (offload).

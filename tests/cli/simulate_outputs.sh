@@ -62,7 +62,7 @@ assert sorted(processes) == list(range(8)), f"processes {sorted(processes)}, exp
 assert processes[5] == "rank 5 (stage 1)", processes[5]
 threads = {(e["pid"], e["args"]["name"]) for e in events
            if e["ph"] == "M" and e["name"] == "thread_name"}
-assert len(threads) == 8 * 7, f"{len(threads)} named threads, expected 8 ranks x 7 streams"
+assert len(threads) == 8 * 8, f"{len(threads)} named threads, expected 8 ranks x 8 streams"
 spans = [e for e in events if e["ph"] == "X"]
 assert spans, "no X events"
 step_us = json.load(open(sys.argv[2]))["step_time_s"] * 1e6
