@@ -68,6 +68,13 @@ void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
                      "the CPU executor recomputes every layer or none",
                      "drop --recompute-num-layers (or --recompute-method block)");
   }
+  if (plan.cp > 1) {
+    throw InputError(where, "cp (--cp)",
+                     "the CPU executor runs each rank's attention over its whole sequence: "
+                     "context parallelism's blockwise attention over exchanged keys and values "
+                     "is predicted by strata simulate, not run",
+                     "use cp 1");
+  }
   if (plan.overlap.tp_comm) {
     throw InputError(where, "tp_comm_overlap (--tp-comm-overlap)",
                      "the CPU executor runs each product whole: the TP overlap splits them into "

@@ -14,7 +14,7 @@ struct Dims {
 };
 
 Dims dims_of(const ParallelPlan& plan) {
-  return {plan.seq_len * plan.micro_batch, bytes_per_element(plan.dtype), plan.tp,
+  return {plan.local_seq_len() * plan.micro_batch, bytes_per_element(plan.dtype), plan.tp,
           plan.sequence_parallel ? plan.tp : 1};
 }
 
@@ -60,7 +60,12 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& model, const Par
   const int64_t kv = model.kv_hidden() / d.t;
   const int64_t f = model.ffn_hidden / d.t;
   const int64_t rows = d.sb / d.rep;  // the residual stream's rows on this rank
-  const int64_t heads = model.heads / d.t;
+  // Under context parallelism's a2a the attention kernel keeps Q, K and V and its log-sum-exp
+  // after the all-to-all: the whole sequence on heads / cp, as many bytes as the rank's tokens on
+  // every head (its other tensors are the rank's tokens').
+  const int64_t heads_split = plan.cp_comm == CpComm::kAllToAll ? plan.cp : 1;
+  const int64_t attended = heads_split > 1 ? plan.seq_len : plan.local_seq_len();
+  const int64_t heads = model.heads / d.t / heads_split;
   // Under FP8 Transformer Engine saves the GEMM inputs it cast for the weight gradients in FP8:
   // the QKV, MLP-up and MLP-down inputs (the attention output stays 16-bit, flash keeps it).
   const DType gemm_in = plan.fp8 != Fp8Format::kNone ? DType::kFp8 : e;
@@ -79,14 +84,15 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& model, const Par
   // QK-norm its inputs, Q and K before the norm.
   if (block != LayerBlock::kPostNorm) add("norm1_in", matrix(rows, h, e), P::kNorms);
   add("qkv_in", matrix(rows, h, gemm_in), P::kAttention);
-  add("qkv", matrix(d.sb, q + 2 * kv, e), P::kAttention);  // Q and K, V
+  add("qkv", matrix(attended * plan.micro_batch, (q + 2 * kv) / heads_split, e),
+      P::kAttention);  // Q and K, V
   if (model.qk_norm != QkNorm::kNone) add("qk_norm_in", matrix(d.sb, q + kv, e), P::kNorms);
   if (plan.attention == AttentionKind::kFlash) {
     // fp32, one per head and token
-    add("lse", {{plan.micro_batch, heads, plan.seq_len, 1}, DType::kFp32}, P::kSoftmaxLse);
+    add("lse", {{plan.micro_batch, heads, attended, 1}, DType::kFp32}, P::kSoftmaxLse);
   } else {
     // a s^2 b / t score elements: the softmax output, and with dropout its mask and output.
-    const TensorShape scores{{plan.micro_batch, heads, plan.seq_len, plan.seq_len}, e};
+    const TensorShape scores{{plan.micro_batch, heads, attended, attended}, e};
     add("scores", scores, P::kScores);
     if (dropout) {
       add("scores_mask", {scores.dims, DType::kU8}, P::kScores);

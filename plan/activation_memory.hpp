@@ -21,6 +21,9 @@
 // layer stores sbh(34) + 4abs/t in the paper's setting (Dao et al. 2022, Sec. 3.1).
 // A parallel block (attention and MLP side by side) drops the sum of its branches through one
 // mask, the MLP's.
+// Under context parallelism (plan.cp) s is the rank's tokens, seq_len / cp: every term divides
+// by cp (Megatron-Core with Transformer Engine keeps each rank's tokens' tensors; the ring's
+// backward starts from a received key-value block as large as the rank's own).
 
 #include <cstdint>
 #include <vector>

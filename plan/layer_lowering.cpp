@@ -68,25 +68,32 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   TpGemm qkv{TaskRole::kQkv, op_.qkv, op_.qkv_chunk, fwd, true, false, -1, column_in, first_params};
   qkv.in = qkv_src;
   qkv.gathered = gathered;
-  qkv.out = at(Slot::kQkv);
+  // Context parallelism's a2a moves Q, K and V to heads / cp after the product (and its norms
+  // and rotary embedding): the kernel's stored inputs.
+  const bool heads_split = ctx_.plan.cp > 1 && ctx_.plan.cp_comm == CpComm::kAllToAll;
+  const TensorId qkv_out = heads_split ? at(Slot::kQkvLocal) : at(Slot::kQkv);
+  qkv.out = qkv_out;
   gemm_weight(qkv.weights, lp_.qkv_w);
   weight(qkv.weights, lp_.qkv_b);
   qkv.save_copy = qkv_copy;
   tp_gemm(ctx_, state_, qkv, attn_in);
   if (op_.qk_norm.forward >= 0) {
-    TaskUses uses{update(at(Slot::kQkv))};
+    TaskUses uses{update(qkv_out)};
     weight(uses, lp_.q_norm_w);
     weight(uses, lp_.k_norm_w);
     uses.push_back(write(at(Slot::kQkNormIn)));
     p_.compute(TaskRole::kQkNorm, op_.qk_norm.forward, {}, uses);
   }
   if (op_.rotary.forward >= 0)
-    p_.compute(TaskRole::kRotary, op_.rotary.forward, {}, {update(at(Slot::kQkv))});
-  {
+    p_.compute(TaskRole::kRotary, op_.rotary.forward, {}, {update(qkv_out)});
+  TaskId attended = kNoTask;  // the attention's output is in kOutIn
+  if (ctx_.plan.cp > 1) {
+    attended = cp_attention_forward(attention_of(ctx_, layer_), qkv_out);
+  } else {
     TaskUses uses{read(at(Slot::kQkv)), write(at(Slot::kOutIn))};
     attention_state(uses, Access::kWrite);
-    draws(p_.compute(TaskRole::kAttention, attention_of(ctx_, layer_).forward, {}, uses),
-          DropSite::kProbabilities);
+    attended = draws(p_.compute(TaskRole::kAttention, attention_of(ctx_, layer_).forward, {}, uses),
+                     DropSite::kProbabilities);
   }
   TpGemm out{TaskRole::kAttnOut,      op_.attn_out, op_.attn_out_chunk, fwd, false, !parallel,
              op_.fp8_cast_attn_out_in};
@@ -96,7 +103,7 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   out.reduced = at(Slot::kProjRows);
   gemm_weight(out.weights, lp_.out_w);
   out.save_copy = saved(TaskRole::kAttnOut);
-  const GemmResult attn = tp_gemm(ctx_, state_, out, kNoTask);
+  const GemmResult attn = tp_gemm(ctx_, state_, out, attended);
   // The branch's output with the residual add's other inputs (the overlap's last chunk).
   const TensorId mid = at(Slot::kMid);
   TaskId mid_ready = kNoTask;
@@ -295,15 +302,21 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
           DropSite::kProbabilities);
     p_.set_phase(Phase::kBackward);
   }
-  TaskUses attention_uses{read(at(Slot::kDOutIn)), read(at(Slot::kQkv)), read(at(Slot::kOutIn))};
-  attention_state(attention_uses, Access::kRead);
-  attention_uses.push_back(write(at(Slot::kDQkv)));
-  TaskId attention = p_.compute(TaskRole::kAttention, attention_op.backward, {}, attention_uses);
-  // Flash attention's backward draws the probabilities' mask again; the unfused one reads it.
-  if (ctx_.plan.attention == AttentionKind::kFlash) draws(attention, DropSite::kProbabilities);
+  TaskId attention = kNoTask;  // dQ, dK and dV are in kDQkv after it
+  if (ctx_.plan.cp > 1) {
+    attention = cp_attention_backward(attention_op);
+  } else {
+    TaskUses attention_uses{read(at(Slot::kDOutIn)), read(at(Slot::kQkv)), read(at(Slot::kOutIn))};
+    attention_state(attention_uses, Access::kRead);
+    attention_uses.push_back(write(at(Slot::kDQkv)));
+    attention = p_.compute(TaskRole::kAttention, attention_op.backward, {}, attention_uses);
+    // Flash attention's backward draws the probabilities' mask again; the unfused one reads it.
+    if (ctx_.plan.attention == AttentionKind::kFlash) draws(attention, DropSite::kProbabilities);
+  }
   if (rebuild_scores) p_.release(Stream::kCompute, BufferClass::kAttentionScores, scores);
   if (op_.rotary.backward >= 0) {
-    attention = p_.compute(TaskRole::kRotary, op_.rotary.backward, {}, {update(at(Slot::kDQkv))});
+    attention =
+        p_.compute(TaskRole::kRotary, op_.rotary.backward, {attention}, {update(at(Slot::kDQkv))});
   }
   if (op_.qk_norm.backward >= 0) {
     TaskUses uses{read(at(Slot::kQkNormIn))};
@@ -312,7 +325,7 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
     uses.push_back(update(at(Slot::kDQkv)));
     add_grad(uses, lp_.q_norm_w);
     add_grad(uses, lp_.k_norm_w);
-    attention = p_.compute(TaskRole::kQkNorm, op_.qk_norm.backward, {}, uses);
+    attention = p_.compute(TaskRole::kQkNorm, op_.qk_norm.backward, {attention}, uses);
   }
   TpGemm qkv{TaskRole::kQkv, op_.qkv, op_.qkv_chunk,    bwd,
              !shared_norm,   true,    op_.fp8_grad_qkv, column_in};

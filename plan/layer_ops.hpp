@@ -79,6 +79,12 @@ class LayerOps {
   void moe_backward(TensorId dout, TaskId grad_in);
   void recompute_unsaved(TaskId params, TensorId rebuilt);
   TaskId backward(TaskId grad, TaskId params);
+  // Context parallelism's attention core (plan/cp_attention.cpp), by --cp-comm-type: forward
+  // from Q, K and V in `qkv` (the rank's tokens; on heads / cp under a2a, moved there first) to
+  // the output in kOutIn and the log-sum-exp in kLse; backward from kDOutIn into kDQkv. Each
+  // returns the task after which its result is complete.
+  TaskId cp_attention_forward(const OpPair& op, TensorId qkv);
+  TaskId cp_attention_backward(const OpPair& op);
   // A dense layer's MLP backward from the branch's output gradient `dout` after the residual add
   // `grad_in`, through its norm's backward (when the MLP has a norm of its own); returns the
   // MLP-up product's result, whose input gradient a post-norm block's stream joins.

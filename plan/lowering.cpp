@@ -61,6 +61,10 @@ OpTable build_op_table(const ModelSpec& model, const ParallelPlan& plan, TaskGra
     if (!plan.fp8_param_gather) ops.fp8_weight_cast = graph.add_op(shapes.fp8_weight_cast);
   }
   if (model.position == PositionKind::kRotary) ops.rotary = intern(graph, shapes.rotary);
+  if (plan.cp > 1 && plan.cp_comm == CpComm::kP2p) {
+    ops.cp_block = intern(graph, shapes.cp_block);
+    ops.cp_dkv_add = graph.add_op(shapes.cp_dkv_add);
+  }
   if (model.global_every > 0) ops.attention_global = intern(graph, shapes.attention_global);
   if (model.qk_norm != QkNorm::kNone) ops.qk_norm = intern(graph, shapes.qk_norm);
   if (plan.recompute == RecomputeKind::kSelectiveOp) {
@@ -103,6 +107,7 @@ RankGroups rank_groups(const LoweringContext& ctx, TaskGraph& graph, int64_t ran
   const RankCoord c = layout.coord(rank);
   RankGroups groups;
   if (plan.tp > 1) groups.tp = along(GroupKind::kTp);
+  if (plan.cp > 1) groups.cp = along(GroupKind::kCp);
   if (plan.data_shards() > 1) groups.dp = along(GroupKind::kDp);
   if (plan.ep > 1) {
     groups.ep = along(GroupKind::kEp);
@@ -431,7 +436,7 @@ void PassLowering::forward(const PipelineWork& work) {
                                     slots.shape[static_cast<size_t>(slot)], -1, p.micro_batch()));
     }
     const auto [max, target, sum] = std::tuple(statistics[0], statistics[1], statistics[2]);
-    const int64_t per_token = 4 * plan.seq_len * plan.micro_batch;
+    const int64_t per_token = 4 * plan.local_seq_len() * plan.micro_batch;
     TaskId loss = kNoTask;
     if (plan.tp == 1) {
       loss = p.compute(TaskRole::kLoss, op.loss.forward, {},
@@ -583,7 +588,7 @@ LoweringContext::LoweringContext(const ModelSpec& model, const ParallelPlan& pla
       embedding_block(embedding_param_specs(model, plan), plan, graph),
       head_block(head_param_specs(model, plan), plan, graph) {
   const int64_t e = bytes_per_element(plan.dtype);
-  tp_message_bytes = e * plan.seq_len * plan.micro_batch * model.hidden;
+  tp_message_bytes = e * plan.local_seq_len() * plan.micro_batch * model.hidden;
   if (model.moe()) {
     moe.emplace(model, plan, true, graph);
     moe_sizes = moe_dims(model, plan);

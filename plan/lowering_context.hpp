@@ -29,6 +29,8 @@ struct OpPair {
 struct OpTable {
   OpPair norm, qkv, attention, attn_out, residual, mlp_up, mlp_act, mlp_down;  // a layer
   OpPair rotary;            // rotary position models only
+  OpPair cp_block;          // cp > 1, p2p: a later step of the ring (PlanOpShapes::cp_block)
+  int32_t cp_dkv_add = -1;  // cp > 1, p2p: the backward's add into the travelling dK, dV
   OpPair attention_global;  // windowed models with global layers: those layers' attention
   OpPair qk_norm;           // QK-norm models only
   OpPair qkv_chunk, attn_out_chunk, mlp_up_chunk, mlp_down_chunk;  // --tp-comm-overlap only
@@ -125,6 +127,7 @@ struct LoweringContext {
 // Groups of the rank being lowered (-1 where the group would have one member).
 struct RankGroups {
   int32_t tp = -1;
+  int32_t cp = -1;
   int32_t dp = -1;
   int32_t ep = -1;         // an MoE layer's all-to-all token dispatcher's
   int32_t tp_ep = -1;      // an MoE layer's all-gather token dispatcher's (tp x ep)

@@ -56,6 +56,10 @@ constexpr std::array<const char*, kSlotCount> kSlotNames = {
     "branch",             // kBranch
     "act_out",            // kActOut
     "out_in_fp8",         // kOutInFp8
+    "kv_block",           // kKvBlock
+    "kv_gathered",        // kKvGathered
+    "qkv_local",          // kQkvLocal
+    "out_heads",          // kOutHeads
     "router_logits",      // kRouterLogits
     "moe_tokens",         // kMoeTokens
     "moe_dispatched",     // kMoeDispatched
@@ -76,6 +80,11 @@ constexpr std::array<const char*, kSlotCount> kSlotNames = {
     "dproj_fp8",          // kDProjFp8
     "dact_in_fp8",        // kDActInFp8
     "dqkv_fp8",           // kDQkvFp8
+    "dkv_step",           // kDKvStep
+    "dkv_block",          // kDKvBlock
+    "dkv_gathered",       // kDKvGathered
+    "dout_heads",         // kDOutHeads
+    "dqkv_heads",         // kDQkvHeads
     "drouter_probs",      // kDRouterProbs
     "dmoe_tokens",        // kDMoeTokens
     "dmoe_dispatched",    // kDMoeDispatched
@@ -128,7 +137,7 @@ SlotTable::SlotTable(const ModelSpec& model, const ParallelPlan& plan, TaskGraph
   if (model.moe()) add_stored(true, moe_stored);
   const DType e = plan.dtype;
   const int64_t t = plan.tp;
-  const int64_t n = plan.seq_len * plan.micro_batch;
+  const int64_t n = plan.local_seq_len() * plan.micro_batch;
   const int64_t rows = plan.sequence_parallel ? n / t : n;
   const int64_t h = model.hidden;
   const int64_t q = model.q_hidden() / t;
@@ -166,6 +175,22 @@ SlotTable::SlotTable(const ModelSpec& model, const ParallelPlan& plan, TaskGraph
   // A pipeline message: the rank's 1/t slice of the boundary tensor (pipeline_message_bytes).
   set(Slot::kMessage, matrix(n * h / t, 1, e));
   set(Slot::kGradNorm, matrix(1, 1, DType::kFp32));
+  if (plan.cp > 1) {
+    // The rank's keys and values, or the sequence's; Q, K, V and the output on heads / cp over
+    // the sequence (cp_attention.cpp).
+    const int64_t kv = 2 * model.kv_hidden() / t;
+    for (const Slot slot : {Slot::kKvBlock, Slot::kDKvStep, Slot::kDKvBlock})
+      set(slot, matrix(n, kv, e));
+    const int64_t sequence = plan.seq_len * plan.micro_batch;
+    for (const Slot slot : {Slot::kKvGathered, Slot::kDKvGathered})
+      set(slot, matrix(sequence, kv, e));
+    if (plan.cp_comm == CpComm::kAllToAll) {
+      set(Slot::kQkvLocal, matrix(n, qkv, e));
+      for (const Slot slot : {Slot::kOutHeads, Slot::kDOutHeads})
+        set(slot, matrix(sequence, q / plan.cp, e));
+      set(Slot::kDQkvHeads, matrix(sequence, qkv / plan.cp, e));
+    }
+  }
   if (model.moe()) {
     const MoeDims m = moe_dims(model, plan);
     const int64_t slots = m.tokens * model.experts_per_token;  // the rank's token slots

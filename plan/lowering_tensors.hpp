@@ -119,6 +119,14 @@ enum class Slot : uint8_t {
   kBranch,
   kActOut,
   kOutInFp8,
+  // Context parallelism's, forward (plan/cp_attention.cpp): a key-value block received on the
+  // ring (p2p), the keys and values gathered over the cp group (all_gather, forward and
+  // backward), the QKV product's output on the rank's tokens before the all-to-all to heads / cp
+  // and the attention's output on those heads before the one back (a2a).
+  kKvBlock,
+  kKvGathered,
+  kQkvLocal,
+  kOutHeads,
   // An MoE layer's, forward: the router's logits, the rank's tokens permuted by expert (T x k
   // rows), the tokens dispatched to the rank's experts (before the expert-TP gather), the tokens
   // the all-gather dispatcher gathers, the experts' products before the expert-TP reduction, the
@@ -147,6 +155,14 @@ enum class Slot : uint8_t {
   kDProjFp8,
   kDActInFp8,
   kDQkvFp8,
+  // Context parallelism's, backward: a step's key and value gradients and the accumulator that
+  // travels the ring with them (p2p), the gathered keys' and values' gradients before their
+  // reduce-scatter (all_gather), and the output's and Q, K, V's gradients on heads / cp (a2a).
+  kDKvStep,
+  kDKvBlock,
+  kDKvGathered,
+  kDOutHeads,
+  kDQkvHeads,
   // An MoE layer's, backward: the gradients of the router's probabilities (then its logits, in
   // place), of the permuted and dispatched tokens, of the experts' tensors, of the gathered tokens
   // (all-gather dispatcher), of the router's input from the experts' side, and of the shared

@@ -30,6 +30,53 @@ OpShape fp8_cast(int64_t elements, int64_t bytes_per_element, Direction directio
   return op;
 }
 
+// Context parallelism's attention blocks (op_shapes.hpp has the layout). The plan passed
+// validate_plan: flash attention, no window but under a2a, S divisible by 2 cp.
+void add_cp_attention(const ModelSpec& m, const ParallelPlan& plan, PlanOpShapes& ops) {
+  const DType dt = plan.dtype;
+  const int64_t b = plan.micro_batch;
+  const int64_t big_s = plan.seq_len;
+  const int64_t s = plan.local_seq_len();
+  const int64_t heads = m.heads / plan.tp;
+  const int64_t kv_heads = m.kv_heads / plan.tp;
+  const int64_t d = m.head_dim();
+  const auto fwd = Direction::kForward;
+  const auto bwd = Direction::kBackward;
+  switch (plan.cp_comm) {
+    case CpComm::kP2p: {
+      // Step 0 is flash_attention_op's causal block over s (ops.attention already). A later step:
+      // the second half of the queries (s/2) over the whole received block (s keys), s^2/2
+      // pairs; Megatron's count gives each step the rank's s queries over the block's s keys.
+      const auto block = [&](Direction dir) {
+        OpShape op = flash_attention_block_op(b, s / 2, s, s * s / 2, heads, d, kv_heads, dir, dt);
+        op.model_flops *= 2;
+        return op;
+      };
+      ops.cp_block = pair(block(fwd), block(bwd));
+      // dkv += the step's dK and dV: 1 FLOP per element; reads both, writes the sum. No model
+      // FLOPs: the step's do not depend on the plan.
+      ops.cp_dkv_add = elementwise_op(b * s * 2 * kv_heads * d, 1, 3, bwd, dt);
+      ops.cp_dkv_add.model_flops = 0;
+      break;
+    }
+    case CpComm::kAllGather: {
+      // Chunk j (s/2 tokens from j s/2) attends causally over the keys up to it:
+      // (s/2)^2 j + (s/2)(s/2 + 1)/2 pairs; the rank's chunks i and 2cp - 1 - i together
+      // (s/2)^2 (2cp - 1) + (s/2)(s/2 + 1) = (s/2)(S + 1), the same on every rank.
+      const auto gathered = [&](Direction dir) {
+        OpShape op =
+            flash_attention_block_op(b, s, big_s, s * (big_s + 1) / 2, heads, d, kv_heads, dir, dt);
+        op.kernels = 2;  // one per chunk
+        return op;
+      };
+      ops.attention = pair(gathered(fwd), gathered(bwd));
+      break;
+    }
+    case CpComm::kAllToAll:
+      break;  // attention_pair's, over S on heads / cp
+  }
+}
+
 }  // namespace
 
 PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
@@ -37,7 +84,7 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   const bool fp8 = plan.fp8 != Fp8Format::kNone;
   const DType gemm = fp8 ? DType::kFp8 : dt;  // the transformer layers' four GEMMs
   const int64_t b = plan.micro_batch;
-  const int64_t s = plan.seq_len;
+  const int64_t s = plan.local_seq_len();
   const int64_t t = plan.tp;
   const int64_t sb = s * b;
   const int64_t h = m.hidden;
@@ -72,12 +119,18 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   ops.qkv = pair(matmul_op(sb, qkv_cols, h, fwd, gemm), matmul_op(sb, qkv_cols, h, bwd, gemm));
   const auto attention =
       plan.attention == AttentionKind::kFlash ? flash_attention_op : attention_op;
+  // a2a attends over the whole sequence on the rank's heads / cp.
+  const int64_t heads_split = plan.cp_comm == CpComm::kAllToAll ? plan.cp : 1;
+  const int64_t attended = heads_split > 1 ? plan.seq_len : s;
   const auto attention_pair = [&](int64_t window) {
-    return pair(attention(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, window, fwd, dt),
-                attention(b, s, m.heads / t, m.head_dim(), m.kv_heads / t, window, bwd, dt));
+    const int64_t heads = m.heads / t / heads_split;
+    const int64_t kv_heads = m.kv_heads / t / heads_split;
+    return pair(attention(b, attended, heads, m.head_dim(), kv_heads, window, fwd, dt),
+                attention(b, attended, heads, m.head_dim(), kv_heads, window, bwd, dt));
   };
   ops.attention = attention_pair(m.sliding_window);
   if (m.global_every > 0) ops.attention_global = attention_pair(0);
+  if (plan.cp > 1) add_cp_attention(m, plan, ops);
   // QK-norm: an RMSNorm over each query and key head (per head) or over the rank's slice of all
   // of them (whole width: its per-token sum of squares would also cross the TP group, a scalar
   // per token that is left out).

@@ -1,8 +1,9 @@
 #pragma once
-// The shapes of every op one rank runs under a plan (s sequence, b micro-batch, t tp; sequence
-// parallelism splits the norms and residual adds over t): a transformer layer's ops, the first
-// stage's embedding, the last stage's head and loss, and each stage's optimizer step. The
-// lowering attaches them to compute tasks; the search prices them without building a graph.
+// The shapes of every op one rank runs under a plan (s the rank's tokens of a sequence, seq_len /
+// cp, b micro-batch, t tp; sequence parallelism splits the norms and residual adds over t): a
+// transformer layer's ops, the first stage's embedding, the last stage's head and loss, and each
+// stage's optimizer step. The lowering attaches them to compute tasks; the search prices them
+// without building a graph.
 
 #include <cstdint>
 #include <vector>
@@ -21,6 +22,22 @@ struct OpShapePair {
 struct PlanOpShapes {
   OpShapePair norm, qkv, attention, attn_out, residual, mlp_up, mlp_act, mlp_down;  // a layer
   OpShapePair rotary;  // rotary position models only: on the query and key values
+  // The attention core (flash attention) by context parallelism (plan/cp_attention.cpp), S the
+  // sequence, s = S / cp the rank's tokens in two chunks of s/2 (Megatron-Core's load-balanced
+  // order: rank i holds chunks i and 2cp - 1 - i):
+  //  - cp 1: the causal attention of the S queries over their keys;
+  //  - p2p: `attention` is the ring's step 0, the rank's queries over its own keys, causal;
+  //    `cp_block` each later step, half a block under the load-balanced order (Transformer
+  //    Engine's AttnFuncWithCPAndKVP2P: all s queries over the first half of the received keys,
+  //    or the second half of the queries over all of them; both s^2/2 pairs, priced as the
+  //    second), and `cp_dkv_add` the backward's add of a step's key and value gradients into the
+  //    accumulator that travels the ring. Every rank does the same work, s(S + 1)/2 pairs in all,
+  //    and the model FLOPs count the rank's queries over every key, 4 b s S heads d per layer;
+  //  - all_gather: `attention` the rank's queries over the gathered keys before them: TE's two
+  //    kernels (one per chunk) as one op of s(S + 1)/2 pairs;
+  //  - a2a: `attention` the causal attention over the whole sequence on heads / cp.
+  OpShapePair cp_block;
+  OpShape cp_dkv_add;
   // Windowed models with global layers (model.global_every): the global layers' attention, while
   // `attention` is the windowed layers'. QK-norm models: the norm over Q and K.
   OpShapePair attention_global, qk_norm;

@@ -79,6 +79,60 @@ void validate_moe_plan(const ParallelPlan& plan, const ModelSpec& model, const s
           "drop --offload-optimizer and --offload-param, or use ep 1");
 }
 
+// What the context-parallel lowering (plan/cp_attention.cpp) needs: Megatron-Core's
+// load-balanced split of each sequence into 2 x cp chunks (get_batch_on_this_cp_rank), each
+// rank's tokens split again over tp under sequence parallelism, Transformer Engine's attention
+// (Megatron-LM's arguments.py requires flash or fused attention with context parallelism), and
+// under a2a whole heads per rank (TE's AttnFuncWithCPAndQKVOA2A).
+void validate_cp_plan(const ParallelPlan& plan, const ModelSpec& model, const std::string& where) {
+  const auto fail = [&](const char* field, const std::string& problem, const std::string& fix) {
+    throw InputError(where, field, problem, fix);
+  };
+  if (model.moe()) {
+    fail("cp (--cp)",
+         fmt::format("{} has experts, and the plan compiler lowers context parallelism for dense "
+                     "models only so far",
+                     model.name),
+         "use cp 1");
+  }
+  if (plan.seq_len % (2 * plan.cp) != 0) {
+    fail("seq_len (--seq-len)",
+         fmt::format("context parallelism cuts each sequence into 2 x cp = {} chunks (two per "
+                     "rank, Megatron-Core's load-balanced order), which do not divide {}",
+                     2 * plan.cp, plan.seq_len),
+         fmt::format("use a sequence length divisible by {}", 2 * plan.cp));
+  }
+  if (plan.attention != AttentionKind::kFlash) {
+    fail("attention (--attention)",
+         "context parallelism runs the attention blockwise in Transformer Engine's flash or "
+         "fused kernels (Megatron-LM requires them), not the unfused path",
+         "use --attention flash");
+  }
+  if (plan.recompute == RecomputeKind::kSelectiveOp) {
+    fail("recompute (--recompute)",
+         "torchtitan's op-level selective recompute is not lowered with context parallelism",
+         "use --recompute selective or full");
+  }
+  const int64_t heads_split = plan.tp * plan.cp;
+  if (plan.cp_comm == CpComm::kAllToAll &&
+      (model.heads % heads_split != 0 || model.kv_heads % heads_split != 0)) {
+    fail("cp_comm (--cp-comm-type)",
+         fmt::format("a2a splits the heads over tp x cp = {}, which does not divide the {} "
+                     "attention heads and {} key/value heads of {}",
+                     heads_split, model.heads, model.kv_heads, model.name),
+         "use --cp-comm-type p2p or all_gather, or a cp that divides the heads per TP rank");
+  }
+  const bool windowed = model.sliding_window > 0;
+  if (windowed && plan.cp_comm != CpComm::kAllToAll) {
+    fail("cp_comm (--cp-comm-type)",
+         fmt::format("{} attends through a sliding window of {} tokens, which the plan compiler "
+                     "lowers with context parallelism only as a2a (each rank attends over the "
+                     "whole sequence on its heads)",
+                     model.name, model.sliding_window),
+         "use --cp-comm-type a2a, or cp 1");
+  }
+}
+
 }  // namespace
 
 ParallelAxes ParallelPlan::axes() const {
@@ -196,12 +250,7 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
     fail("moe_imbalance (--moe-imbalance)",
          fmt::format("{} has no experts to route to", model.name), "drop --moe-imbalance");
   }
-  if (plan.cp > 1) {
-    fail("cp (--cp)",
-         "the plan compiler does not split sequences over context-parallel ranks yet (their "
-         "KV exchange around the blockwise attention)",
-         "use cp 1");
-  }
+  if (plan.cp > 1) validate_cp_plan(plan, model, where);
   if (model.latent_attention()) {
     fail("model (--model)",
          fmt::format("{} uses multi-head latent attention (kv_lora_rank {}), and the plan "
@@ -267,19 +316,25 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
     fail("sequence_parallel (--sequence-parallel)", "sequence parallelism needs tp > 1",
          "drop --sequence-parallel or raise --tp");
   }
-  if (plan.sequence_parallel && plan.seq_len % plan.tp != 0) {
-    fail(
-        "seq_len (--seq-len)",
-        fmt::format("sequence parallelism splits the sequence over tp {}, which does not divide {}",
-                    plan.tp, plan.seq_len),
-        "use a sequence length divisible by tp");
+  if (plan.sequence_parallel && plan.seq_len % (plan.tp * plan.cp) != 0) {
+    fail("seq_len (--seq-len)",
+         plan.cp == 1
+             ? fmt::format("sequence parallelism splits the sequence over tp {}, which does not "
+                           "divide {}",
+                           plan.tp, plan.seq_len)
+             : fmt::format("sequence parallelism splits each context-parallel rank's tokens over "
+                           "tp, and cp {} x tp {} does not divide {}",
+                           plan.cp, plan.tp, plan.seq_len),
+         plan.cp == 1 ? "use a sequence length divisible by tp"
+                      : "use a sequence length divisible by cp x tp");
   }
   if (gpus_asked && plan.gpus() != *gpus_asked) {
+    const std::string cp = plan.cp > 1 ? fmt::format(" x cp {}", plan.cp) : "";
     fail("dp (--dp)",
-         fmt::format("dp {} x tp {} x pp {} = {} GPUs, but {} GPUs were asked for", plan.dp,
-                     plan.tp, plan.pp, plan.gpus(), *gpus_asked),
-         fmt::format("choose dp, tp, pp whose product is {} (or omit --dp to derive it)",
-                     *gpus_asked));
+         fmt::format("dp {} x tp {} x pp {}{} = {} GPUs, but {} GPUs were asked for", plan.dp,
+                     plan.tp, plan.pp, cp, plan.gpus(), *gpus_asked),
+         fmt::format("choose dp, tp, pp{} whose product is {} (or omit --dp to derive it)",
+                     plan.cp > 1 ? ", cp" : "", *gpus_asked));
   }
   if (plan.global_batch % (plan.dp * plan.micro_batch) != 0) {
     fail("global_batch (--global-batch)",

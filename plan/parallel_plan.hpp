@@ -191,6 +191,10 @@ struct ParallelPlan {
   // Micro-batches each pipeline runs per step (gradient-accumulation steps).
   int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
   int64_t tokens_per_step() const { return global_batch * seq_len; }
+  // The tokens of each sequence one context-parallel rank holds: seq_len / cp, two of the
+  // sequence's 2 x cp chunks (Megatron-Core's load-balanced split). Every per-token op of the
+  // rank (norms, products, residual adds, embedding, head, loss) runs on them.
+  int64_t local_seq_len() const { return seq_len / cp; }
 };
 
 // Upper bounds on a plan's sizes, far above any real run, so that what is derived from them (dp x

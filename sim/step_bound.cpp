@@ -91,7 +91,7 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
   TimeNs gather_ns = 0;
   if (plan.tp > 1 && !plan.overlap.tp_comm) {
     const std::vector<int64_t> tp_group = layout.group(0, group_axes(GroupKind::kTp));
-    const int64_t message = element_bytes * plan.seq_len * plan.micro_batch * model_.hidden;
+    const int64_t message = element_bytes * plan.local_seq_len() * plan.micro_batch * model_.hidden;
     reduce_ns = collective_ns(
         plan.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
         tp_group, plan.gpus(), message);
@@ -108,16 +108,19 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
   const int64_t forward_gathers = shared_norm ? 1 : 2;
   const int64_t backward_reductions = shared_norm ? 1 : 2;
   const int64_t backward_gathers = model_.parallel_block() ? 1 + forward_gathers : 4;
+  // Context parallelism's ring runs its later steps' blocks after step 0 (plan/cp_attention.cpp);
+  // its communication, overlapped or not, is not counted.
+  const int64_t ring_steps = plan.cp > 1 && plan.cp_comm == CpComm::kP2p ? plan.cp - 1 : 0;
   // The attention half of a layer (norms and residual adds included), then the dense MLP's or an
   // MoE layer's: the router, the experts' products on the busiest rank's rows and the shared
   // experts (the dispatcher's permutations and communication left out, as a bound may).
   PassTimes attention;
   attention.forward_ns = norms * forward(op.norm) + forward(op.qkv) + forward(op.qk_norm) +
-                         forward(op.attention) + forward(op.attn_out) +
-                         residuals * forward(op.residual);
+                         forward(op.attention) + ring_steps * forward(op.cp_block) +
+                         forward(op.attn_out) + residuals * forward(op.residual);
   attention.backward_ns = norms * backward(op.norm) + backward(op.qkv) + backward(op.qk_norm) +
-                          backward(op.attention) + backward(op.attn_out) +
-                          residuals * backward(op.residual);
+                          backward(op.attention) + ring_steps * backward(op.cp_block) +
+                          backward(op.attn_out) + residuals * backward(op.residual);
   PassTimes layer = attention;
   layer.forward_ns += forward(op.mlp_up) + forward(op.mlp_act) + forward(op.mlp_down) +
                       forward_reductions * reduce_ns + forward_gathers * gather_ns;
