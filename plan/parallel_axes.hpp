@@ -4,7 +4,7 @@
 // (pipeline). A plan gives each a size, and the rank layout (plan/rank_layout.hpp) lays the ranks
 // out over them in an order, innermost first: Megatron-Core's default "tp-cp-ep-dp-pp"
 // (megatron/core/parallel_state.py, initialize_model_parallel's `order`), TP innermost so that TP
-// peers share a node. cp and ep are present at size 1 until the plan compiler gives them meaning.
+// peers share a node. ep is present at size 1 until the plan compiler gives it meaning.
 
 #include <array>
 #include <cstdint>
