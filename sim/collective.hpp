@@ -85,8 +85,15 @@ CollectivePlan plan_collective_as(CollectiveAlgorithm algorithm, const Topology&
 // (protocol efficiency 1), member 0 receiving r x s from each peer and every other entry s. Every
 // link carries n - 1 flows, so each flow runs at B/(n-1) until the s-flows end at (n-1)s/B; the
 // n - 1 flows into member 0 then share its down-link alone and end at r(n-1)s/B, its bytes over B.
+// `part` keeps only some of the flows: those that leave or reach one member (`touching`), or all
+// the others; the protocol is still picked by the whole matrix's largest row.
+struct AllToAllPart {
+  int64_t member = -1;  // -1: every flow
+  bool touching = true;
+};
 CollectivePlan plan_all_to_all(const Topology& topology, const CollectiveTuning& tuning,
-                               std::span<const int64_t> gpus, std::span<const int64_t> matrix);
+                               std::span<const int64_t> gpus, std::span<const int64_t> matrix,
+                               AllToAllPart part = {});
 
 // The time a plan takes alone on an idle cluster: per step, its latency plus the time of its
 // most loaded link (the wire bytes of the step's flows on it over its bandwidth). The engine

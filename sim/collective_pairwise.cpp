@@ -65,7 +65,8 @@ CollectivePlan plan_pairwise(const Topology& topology, const FabricTuning& fabri
 // every entry) has every row sum S and so picks what the uniform plan of S picks, flows and
 // latency alike. One protocol serves the whole instance because the plan has one step.
 CollectivePlan plan_all_to_all(const Topology& topology, const CollectiveTuning& tuning,
-                               std::span<const int64_t> gpus, std::span<const int64_t> matrix) {
+                               std::span<const int64_t> gpus, std::span<const int64_t> matrix,
+                               AllToAllPart part) {
   const size_t n = gpus.size();
   STRATA_ASSERT(matrix.size() == n * n,
                 fmt::format("an all-to-all over {} GPUs takes a {} x {} matrix, got {} values", n,
@@ -81,8 +82,12 @@ CollectivePlan plan_all_to_all(const Topology& topology, const CollectiveTuning&
     largest_row = std::max(largest_row, row);
   }
   const FabricTuning& fabric = placement.spans_nodes() ? tuning.net : tuning.nvlink;
-  return pairwise_plan(topology, fabric.pick(largest_row), gpus,
-                       [&](size_t i, size_t j) { return static_cast<double>(matrix[i * n + j]); });
+  const auto member = static_cast<size_t>(part.member);
+  return pairwise_plan(topology, fabric.pick(largest_row), gpus, [&](size_t i, size_t j) {
+    const bool touches = i == member || j == member;
+    return part.member < 0 || touches == part.touching ? static_cast<double>(matrix[i * n + j])
+                                                       : 0.0;
+  });
 }
 
 }  // namespace strata

@@ -15,7 +15,9 @@
 // count flows, as for every collective: a link whose image flows leave or reach the image of the
 // member its simulated flows leave or reach (a NIC two TP peers share) is priced exactly; where
 // images of other members meet the simulated flows (a leaf's up-link), the image flows are
-// priced at the simulated flows' sizes.
+// priced at the simulated flows' sizes. In a folded graph only the simulated member's own flows
+// (its row and column of the matrix) are simulated, the other pairs' join the images: 2(n - 1)
+// flows per instance instead of n(n - 1).
 //
 // Plans are cached per (group, kind, bytes, matrix) and per (sender, receiver, bytes): a step has
 // a few dozen distinct collectives, repeated per layer and micro-batch.
@@ -57,6 +59,11 @@ class NetworkModel {
   std::vector<int64_t> leaves_of(const std::vector<int64_t>& gpus) const;
   bool shares_leaf(const std::vector<int64_t>& gpus, const std::vector<int64_t>& leaves) const;
   int64_t leaf_of(int64_t gpu) const;
+  // A folded graph's all-to-all with a traffic matrix over `gpus`: the plan of the flows of the
+  // task's own member, then the other pairs' flows as an image.
+  void add_folded_all_to_all(const Task& task, const CommGroup& members,
+                             const std::vector<int64_t>& gpus, std::span<const int64_t> matrix,
+                             std::vector<CollectivePlan>& plans) const;
 
   const TaskGraph& graph_;
   RankLayout layout_;
