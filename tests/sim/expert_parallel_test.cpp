@@ -9,7 +9,9 @@
 
 #include "plan/memory_plan.hpp"
 #include "plan/moe_dims.hpp"
+#include "plan/op_shapes.hpp"
 #include "plan/shard_sizes.hpp"
+#include "sim/compute_model.hpp"
 #include "sim/simulate.hpp"
 #include "tests/plan/plan_fixtures.hpp"
 
@@ -192,6 +194,56 @@ TEST_CASE("imbalanced routing slows the step", "[sim][moe][ep]") {
     const double skewed = simulate(test::compile_checked(model, plan)).step_time_s;
     INFO(to_string(dispatcher) << ": balanced " << balanced << " s, skewed " << skewed << " s");
     CHECK(skewed > balanced * 1.05);
+  }
+}
+
+// A balanced MoE of one expert taken by every token (top-1) is the dense model with that FFN plus
+// the MoE layer's own work, which Megatron-Core runs even for one expert: the router's h-wide
+// product, the routing (softmax and top-k) and the token permutation and its inverse, each a copy
+// of the rank's rows. Llama 3 8B's layer shape (4 layers, s 4096, 2 micro-batches) on dgx-h100 at
+// tp 1: the MoE step is the dense step plus those ops' times (within 3% of the
+// difference), about 1% of the step. The "within 0.5%" is therefore not met, by that
+// mechanism; at tp 2 the difference stays under 1.5%.
+TEST_CASE("a one-expert top-1 MoE steps as the dense model plus its routing and permutations",
+          "[sim][moe]") {
+  ModelSpec dense = test::small_model(4, 4096, 32, 128256, 4096);
+  dense.norm = NormKind::kRmsNorm;
+  dense.mlp = MlpKind::kSwiGlu;
+  dense.position = PositionKind::kRotary;
+  dense.kv_heads = 8;
+  dense.ffn_hidden = 14336;
+  dense.qkv_bias = dense.out_bias = dense.linear_bias = false;
+  dense.dropout = false;
+  ModelSpec moe = dense;
+  moe.experts = 1;
+  moe.experts_per_token = 1;
+  moe.expert_ffn_hidden = dense.ffn_hidden;
+  const ClusterSpec cluster = load_cluster("dgx-h100");
+  const DeviceEfficiency efficiency = efficiency_for(cluster.device, std::nullopt);
+  for (const int64_t tp : {1, 2}) {
+    for (const MoeDispatcher dispatcher : {MoeDispatcher::kAllGather, MoeDispatcher::kAllToAll}) {
+      ParallelPlan plan = test::make_plan(1, tp, 1, 1, 2, 4096);
+      plan.sequence_parallel = tp > 1;
+      plan.moe_dispatcher = dispatcher;
+      const double a =
+          simulate(test::compile_checked(dense, plan, GraphMode::kFolded, "dgx-h100")).step_time_s;
+      const double b =
+          simulate(test::compile_checked(moe, plan, GraphMode::kFolded, "dgx-h100")).step_time_s;
+      INFO("tp " << tp << " " << to_string(dispatcher) << ": dense " << a << " s, MoE " << b
+                 << " s");
+      CHECK(b > a);
+      CHECK(b / a - 1 <= 0.015);
+      if (tp > 1) continue;
+      const PlanOpShapes ops = plan_op_shapes(moe, plan);
+      TimeNs own_ns = 0;
+      for (const OpShapePair* pair : {&ops.router, &ops.routing, &ops.permute, &ops.unpermute}) {
+        own_ns += compute_time_ns(cluster.device, efficiency, pair->forward) +
+                  compute_time_ns(cluster.device, efficiency, pair->backward);
+      }
+      const double expected = static_cast<double>(2 * 4 * own_ns) * 1e-9;
+      INFO("the MoE layers' own ops: " << expected << " s");
+      CHECK(b - a == Approx(expected).epsilon(0.03));
+    }
   }
 }
 
