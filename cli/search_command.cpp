@@ -38,7 +38,8 @@ struct SearchCommandOptions {
   std::optional<int64_t> global_batch, seq_len;
   std::optional<std::string> dtype;
   bool allow_cross_node_tp = false;
-  PlanFlags stack;  // --framework, --attention, overlaps, --fp8, --host-dispatch, ...
+  std::optional<int64_t> max_cp;  // --max-cp
+  PlanFlags stack;                // --framework, --attention, overlaps, --fp8, --host-dispatch, ...
   int64_t top = 10;
   std::string objective = "time";
   bool pareto = false;
@@ -129,6 +130,14 @@ SearchSpace search_space(const SearchCommandOptions& o) {
   space.dtype = o.dtype ? parse_dtype(*o.dtype, kCommandLine, "--dtype")
                         : (scenario ? scenario->plan.dtype : DType::kBf16);
   space.allow_cross_node_tp = o.allow_cross_node_tp;
+  if (o.max_cp) {
+    if (*o.max_cp < 1 || *o.max_cp > kMaxRanks) {
+      throw InputError(kCommandLine, "--max-cp",
+                       fmt::format("must be in [1, {}], found {}", kMaxRanks, *o.max_cp),
+                       "give the largest context-parallel size to try, e.g. 8");
+    }
+    space.stack.cp = *o.max_cp;
+  }
   // What the stack needs of the device (FP8) holds for every plan or none: one error, exit 2.
   validate_plan_on_device(space.stack, space.cluster.device,
                           o.scenario.empty() ? kCommandLine : o.scenario);
@@ -320,6 +329,11 @@ void add_search_command(CLI::App& app, std::function<int()>& run) {
   command->footer(zoo_help());
   command->add_flag("--allow-cross-node-tp", o->allow_cross_node_tp,
                     "Let TP span nodes (by default tp is at most the GPUs per node)");
+  command
+      ->add_option("--max-cp", o->max_cp,
+                   "Context parallelism to try: every cp dividing N (default 1, or the "
+                   "scenario's cp); --cp-comm-type picks the KV exchange")
+      ->type_name("N");
   command->add_option("--top", o->top, "Plans to show (default 10)")->type_name("K");
   command
       ->add_option("--objective", o->objective,

@@ -137,11 +137,14 @@ std::string why_line(const SearchReportInputs& in, const PlanOutcome& best,
   return text;
 }
 
-// An MoE model's table has an ep column (after pp); a dense model's is as it was.
+// An MoE model's table has an ep column (after pp), a search over cp a cp column; a dense
+// model's is as it was.
 bool shows_ep(const SearchReportInputs& in) { return in.space.model.moe(); }
+bool shows_cp(const SearchReportInputs& in) { return in.space.stack.cp > 1; }
 
 std::string table_header(const SearchReportInputs& in) {
   std::string header = fmt::format("{:>4} {:>6} {:>4} {:>3} {:>3}", "#", "gpus", "dp", "tp", "pp");
+  if (shows_cp(in)) header += fmt::format(" {:>3}", "cp");
   if (shows_ep(in)) header += fmt::format(" {:>3}", "ep");
   header += fmt::format(
       " {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:<15} {:>9} {:>10} "
@@ -156,6 +159,7 @@ std::string table_row(const SearchReportInputs& in, size_t rank, const PlanOutco
   const ParallelPlan& p = o.plan;
   const PlanFigures& f = o.figures;
   std::string row = fmt::format("{:>4} {:>6} {:>4} {:>3} {:>3}", rank, p.gpus(), p.dp, p.tp, p.pp);
+  if (shows_cp(in)) row += fmt::format(" {:>3}", p.cp);
   if (shows_ep(in)) row += fmt::format(" {:>3}", p.ep);
   row += fmt::format(
       " {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:<15} {:>9.4g} "

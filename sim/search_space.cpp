@@ -154,33 +154,40 @@ Enumeration enumerate_plans(const SearchSpace& space) {
     }
   };
 
+  // Context parallelism up to the stack's cp: each cp dividing it (a stack without cp, as by
+  // default, enumerates cp 1 alone).
+  const std::vector<int64_t> context_parallel = divisors(space.stack.cp);
   for (const int64_t gpus : space.gpus) {
     const int64_t tp_limit = space.allow_cross_node_tp ? gpus : space.cluster.gpus_per_node;
-    for (const int64_t tp : divisors(gpus)) {
-      if (tp > tp_limit) continue;
-      for (const int64_t pp : divisors(gpus / tp)) {
-        const std::optional<PipelineSplit> split = pipeline_split(pp, model.layers);
-        if (!split) continue;
-        const int64_t dp = gpus / (tp * pp);
-        // A global batch that dp does not divide is tried (and refused) once.
-        const std::vector<int64_t> micro_batches = space.global_batch % dp == 0
-                                                       ? divisors(space.global_batch / dp)
-                                                       : std::vector<int64_t>{1};
-        for (const ScheduleChoice& choice : schedules(*split)) {
-          for (const int64_t micro_batch : micro_batches) {
-            ParallelPlan layout = space.stack;
-            layout.dp = dp;
-            layout.tp = tp;
-            layout.pp = pp;
-            layout.vpp = choice.vpp;
-            layout.first_stage_layers = split->first_stage_layers;
-            layout.last_stage_layers = split->last_stage_layers;
-            layout.schedule = choice.schedule;
-            layout.micro_batch = micro_batch;
-            layout.global_batch = space.global_batch;
-            layout.seq_len = space.seq_len;
-            layout.dtype = space.dtype;
-            enumerate_variants(space, layout, consider);
+    for (const int64_t cp : context_parallel) {
+      if (gpus % cp != 0) continue;
+      for (const int64_t tp : divisors(gpus / cp)) {
+        if (tp > tp_limit) continue;
+        for (const int64_t pp : divisors(gpus / cp / tp)) {
+          const std::optional<PipelineSplit> split = pipeline_split(pp, model.layers);
+          if (!split) continue;
+          const int64_t dp = gpus / (tp * pp * cp);
+          // A global batch that dp does not divide is tried (and refused) once.
+          const std::vector<int64_t> micro_batches = space.global_batch % dp == 0
+                                                         ? divisors(space.global_batch / dp)
+                                                         : std::vector<int64_t>{1};
+          for (const ScheduleChoice& choice : schedules(*split)) {
+            for (const int64_t micro_batch : micro_batches) {
+              ParallelPlan layout = space.stack;
+              layout.dp = dp;
+              layout.tp = tp;
+              layout.pp = pp;
+              layout.cp = cp;
+              layout.vpp = choice.vpp;
+              layout.first_stage_layers = split->first_stage_layers;
+              layout.last_stage_layers = split->last_stage_layers;
+              layout.schedule = choice.schedule;
+              layout.micro_batch = micro_batch;
+              layout.global_batch = space.global_batch;
+              layout.seq_len = space.seq_len;
+              layout.dtype = space.dtype;
+              enumerate_variants(space, layout, consider);
+            }
           }
         }
       }

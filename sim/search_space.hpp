@@ -24,7 +24,8 @@ struct SearchSpace {
   // The software stack every plan runs on: its framework, attention, overlaps, buckets, model
   // state precision, FP8, host dispatch, MoE dispatcher, grouped GEMMs, expert imbalance and CP
   // exchange are taken from here; the parallel layout, batch split, recompute and schedule fields
-  // are ignored (enumerated).
+  // are enumerated, ep among the divisors of dp and of the experts (MoE models), cp among the
+  // divisors of this cp (1 unless asked for, so that a dense search is unchanged).
   ParallelPlan stack;
   // TP spans at most one node (NVLink) unless this is set (Megatron-LM's advice, Narayanan et al.
   // 2021 Sec. 3.3: TP across nodes runs its collectives over the slower fabric).

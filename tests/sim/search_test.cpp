@@ -124,6 +124,31 @@ TEST_CASE("the search keeps to the stack's framework", "[search][enumerate]") {
   }
 }
 
+// Expert parallelism is enumerated for an MoE model (each ep dividing dp and the 8 experts of
+// Mixtral 8x7B: on 16 GPUs at tp 1 pp 1 dp 16 that is ep 1, 2, 4, 8), never for a dense one; cp
+// only up to the stack's cp (1 unless asked for): each cp dividing it, dp = gpus / (tp pp cp).
+TEST_CASE("the search enumerates ep for MoE models and cp up to the stack's",
+          "[search][enumerate]") {
+  SearchSpace moe = gpt2_space({16}, 32);
+  moe.model = load_model(std::string(STRATA_SOURCE_DIR) + "/tests/models/data/mixtral-8x7b.json");
+  std::set<int64_t> eps;
+  for (const ParallelPlan& plan : enumerate_plans(moe).plans) {
+    CHECK(plan.dp % plan.ep == 0);
+    CHECK(plan.cp == 1);
+    if (plan.tp == 1 && plan.pp == 1) eps.insert(plan.ep);
+  }
+  CHECK(eps == std::set<int64_t>{1, 2, 4, 8});
+  SearchSpace dense = gpt2_space({8}, 16);
+  for (const ParallelPlan& plan : enumerate_plans(dense).plans) CHECK(plan.ep == 1);
+  dense.stack.cp = 4;
+  std::set<int64_t> cps;
+  for (const ParallelPlan& plan : enumerate_plans(dense).plans) {
+    CHECK(plan.gpus() == 8);
+    cps.insert(plan.cp);
+  }
+  CHECK(cps == std::set<int64_t>{1, 2, 4});
+}
+
 // Where pp does not divide the layers the search splits them unevenly, lighter on the first and
 // last stage, so Llama 3 405B (126 layers) on 16,384 GPUs has the pp 16 layout of Meta's paper
 // (Dubey et al. 2024, Sec. 3.3.2: 7 + 14 x 8 + 7, interleaved) and a pp 8 one (15 + 6 x 16 + 15).
