@@ -130,12 +130,18 @@ struct ModelSpec {
     if (latent_attention()) return qk_nope_head_dim + qk_rope_head_dim;
     return head_size > 0 ? head_size : hidden / heads;
   }
-  // Width of Q and of the context, and of K (and of V). With latent attention, the widths of Q and
-  // of K as the heads see them after the up-projections; its values and context are
-  // heads x v_head_dim instead, which count_parameters uses and the plan compiler, taking the
-  // context and V as wide as Q and K, does not (validate_plan refuses latent attention).
+  // The width of each value head, and so of each head's share of the attention's output: v_head_dim
+  // with latent attention (128 for DeepSeek-V3, whose query and key heads are 192 wide), else
+  // head_dim().
+  int64_t value_head_dim() const { return latent_attention() ? v_head_dim : head_dim(); }
+  // Width of Q, and of K. With latent attention, the widths of Q and of K as the heads see them
+  // after the up-projections (the rotary key broadcast to every head).
   int64_t q_hidden() const { return heads * head_dim(); }
   int64_t kv_hidden() const { return kv_heads * head_dim(); }
+  // Width of V, and of the attention's output (the context, the output projection's input): as
+  // kv_hidden() and q_hidden() but with latent attention, whose value heads are v_head_dim wide.
+  int64_t v_hidden() const { return kv_heads * value_head_dim(); }
+  int64_t context_hidden() const { return heads * value_head_dim(); }
   bool gated_mlp() const { return mlp != MlpKind::kGelu; }  // two up products (gate and up)
   bool parallel_block() const {
     return block == LayerBlock::kParallel || block == LayerBlock::kParallelTwoNorms;

@@ -66,6 +66,8 @@ const char* to_string(OpFunction function) {
       return "qk_norm";
     case OpFunction::kQkNormWhole:
       return "qk_norm_whole";
+    case OpFunction::kLatentKeyValue:
+      return "latent_key_value";
   }
   return "?";
 }
@@ -141,29 +143,40 @@ int64_t causal_pairs(int64_t s, int64_t window) {
   return window * (window + 1) / 2 + (s - window) * window;
 }
 
-// q is (b, heads, s, d); k and v are (b, kv_heads, s, d). Forward: scores = q k^T (2 b s^2 heads d
-// FLOPs), softmax, context = scores v (2 b s^2 heads d): 4 b s^2 heads d. Backward: twice that.
+// q is (b, heads, s, d) and k (b, kv_heads, s, d); v is (b, kv_heads, s, dv) and the output (b,
+// heads, s, dv), where dv = value_dim, or d when it is 0. Forward: scores = q k^T (2 b s^2 heads d
+// FLOPs), softmax, context = scores v (2 b s^2 heads dv): 2 b s^2 heads (d + dv), which is
+// 4 b s^2 heads d when dv = d. Backward: twice that.
 // Bytes, for the attention core as Megatron-LM ran it unfused (Korthikanti et al. 2022): q, k, v
 // and the output, plus the (b, heads, s, s) scores crossing HBM once per pass. Forward: 6 passes
 // (the QK^T product writes them; softmax reads and writes; dropout reads and writes; the product
 // with V reads). Backward: 8 (the V product's gradient reads the probabilities and writes their
 // gradient; dropout's backward reads and writes; softmax's backward reads the probabilities and
 // the gradient and writes; the QK^T gradients read it) and q, k, v, output and their gradients.
+// q and k with the output and v come to e b s (d + dv)(heads + kv_heads) bytes.
 // A sliding window only masks more of the full (s, s) scores: the kernels compute and move them
 // all, so it changes the model FLOPs (s x window per head) and nothing else.
 OpShape attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim, int64_t kv_heads,
                      int64_t window, Direction direction, DType dtype) {
-  STRATA_ASSERT(b > 0 && s > 0 && heads > 0 && head_dim > 0 && kv_heads > 0,
+  return attention_op_with_value_dim(b, s, heads, head_dim, kv_heads, window, direction, dtype, 0);
+}
+
+OpShape attention_op_with_value_dim(int64_t b, int64_t s, int64_t heads, int64_t head_dim,
+                                    int64_t kv_heads, int64_t window, Direction direction,
+                                    DType dtype, int64_t value_dim) {
+  STRATA_ASSERT(b > 0 && s > 0 && heads > 0 && head_dim > 0 && kv_heads > 0 && value_dim >= 0,
                 "attention dimensions must be positive");
   const int64_t e = bytes_per_element(dtype);
+  const int64_t widths = head_dim + (value_dim > 0 ? value_dim : head_dim);  // d + dv
   OpShape op{OpKind::kAttention, direction, dtype, {b, s, heads, head_dim}, 0, 0, 0};
-  op.flops = 4 * b * s * s * heads * head_dim * backward_factor(direction);
+  op.flops = 2 * b * s * s * heads * widths * backward_factor(direction);
   op.model_flops =
-      4 * b * s * attended_span(s, window) * heads * head_dim * backward_factor(direction);
-  const int64_t qkv_out = e * b * s * head_dim * (2 * heads + 2 * kv_heads);
+      2 * b * s * attended_span(s, window) * heads * widths * backward_factor(direction);
+  const int64_t qkv_out = e * b * s * widths * (heads + kv_heads);
   const int64_t scores = e * b * heads * s * s;
   op.bytes = direction == Direction::kForward ? qkv_out + 6 * scores : 2 * qkv_out + 8 * scores;
   op.window = window;
+  op.value_dim = value_dim;
   return op;
 }
 
@@ -171,27 +184,38 @@ OpShape attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim, int6
 // attention and PyTorch's scaled_dot_product_attention run it: the scores live in on-chip memory
 // tile by tile and never reach HBM. Executed FLOPs count the causal (and windowed) query-key
 // pairs P = causal_pairs(s, window) only, since masked tiles are skipped: forward 2 products
-// (q k^T and scores v) = 4 P b heads d; backward 5 (q k^T again, as the scores were not kept,
-// then dV, dP, dQ and dK) = 10 P b heads d. The model FLOPs stay Megatron's full-sequence count,
+// (q k^T over d and scores v over dv) = 2 P b heads (d + dv); backward 5 (q k^T again, as the
+// scores were not kept, dQ and dK over d; dV and dP over dv) = 2 P b heads (3d + 2dv). With
+// dv = d: 4 P b heads d and 10 P b heads d. The model FLOPs stay Megatron's full-sequence count,
 // so the recomputed scores are hardware FLOPs only. Bytes are O(s h) per pass: the forward reads
 // q, k, v and writes the output and the fp32 log-sum-exp (b, heads, s); the backward reads q, k,
 // v, the output, its gradient and the log-sum-exp, computes D = rowsum(dO * O) (fp32), and writes
 // dq, dk, dv.
 OpShape flash_attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim, int64_t kv_heads,
                            int64_t window, Direction direction, DType dtype) {
-  STRATA_ASSERT(b > 0 && s > 0 && heads > 0 && head_dim > 0 && kv_heads > 0,
+  return flash_attention_op_with_value_dim(b, s, heads, head_dim, kv_heads, window, direction,
+                                           dtype, 0);
+}
+
+OpShape flash_attention_op_with_value_dim(int64_t b, int64_t s, int64_t heads, int64_t head_dim,
+                                          int64_t kv_heads, int64_t window, Direction direction,
+                                          DType dtype, int64_t value_dim) {
+  STRATA_ASSERT(b > 0 && s > 0 && heads > 0 && head_dim > 0 && kv_heads > 0 && value_dim >= 0,
                 "attention dimensions must be positive");
   const int64_t e = bytes_per_element(dtype);
   const bool forward = direction == Direction::kForward;
+  const int64_t dv = value_dim > 0 ? value_dim : head_dim;
   OpShape op{OpKind::kFlashAttention, direction, dtype, {b, s, heads, head_dim}, 0, 0, 0};
   const int64_t pairs = causal_pairs(s, window);
-  op.flops = (forward ? 4 : 10) * pairs * b * heads * head_dim;
+  op.flops = 2 * pairs * b * heads * (forward ? head_dim + dv : 3 * head_dim + 2 * dv);
   op.model_flops =
-      4 * b * s * attended_span(s, window) * heads * head_dim * backward_factor(direction);
+      2 * b * s * attended_span(s, window) * heads * (head_dim + dv) * backward_factor(direction);
   const int64_t lse = 4 * b * heads * s;
-  op.bytes = forward ? e * b * s * head_dim * (2 * heads + 2 * kv_heads) + lse
-                     : e * b * s * head_dim * (4 * heads + 4 * kv_heads) + 2 * lse;
+  // q and k (d wide), v and the output (dv wide); backward, each with its gradient.
+  const int64_t tensors = e * b * s * (head_dim + dv) * (heads + kv_heads);
+  op.bytes = forward ? tensors + lse : 2 * tensors + 2 * lse;
   op.window = window;
+  op.value_dim = value_dim;
   return op;
 }
 

@@ -30,8 +30,10 @@ enum class OpKind : uint8_t {
   // dims {m, n, k, groups}: (m x k) @ (k x n); groups > 1: a grouped GEMM, `groups` products of
   // m / groups rows each with weights of their own (an MoE layer's local experts) in one kernel.
   kMatmul,
-  kAttention,       // dims {b, s, heads, head_dim}: QK^T, scale-mask-softmax, dropout, scores @ V
-  kFlashAttention,  // dims {b, s, heads, head_dim}: the same in one fused kernel (FlashAttention)
+  // dims {b, s, heads, head_dim}: QK^T, scale-mask-softmax, dropout, scores @ V; V and the output
+  // are OpShape::value_dim wide per head when it is set (latent attention).
+  kAttention,
+  kFlashAttention,  // dims as kAttention's: the same in one fused kernel (FlashAttention)
   kNorm,            // dims {rows, width}: LayerNorm or RMSNorm
   kElementwise,     // dims {elements, flops_per_element}: residual add, dropout, GELU, SwiGLU
   kEmbedding,       // dims {tokens, width, vocab_rows}: table lookup (and position add)
@@ -68,6 +70,10 @@ enum class OpFunction : uint8_t {
   kQkNormWhole,
   // Dropout alone, in place: the embedding's output (a branch's is its residual add's).
   kDropout,
+  // Latent attention's keys and values from the key-value up-projection's output and the shared
+  // rotary key (Megatron-Core's fused_apply_mla_rope_for_kv): the rotary key turned, broadcast to
+  // each head and joined to its positionless key; the values copied out contiguous.
+  kLatentKeyValue,
 };
 
 const char* to_string(OpFunction function);
@@ -94,6 +100,9 @@ struct OpShape {
   // Attention: the sliding window each query attends through (keys from position i - window + 1
   // to i), 0 for the whole causal prefix. The executor's kernel needs it; the cost has it already.
   int64_t window = 0;
+  // Attention: the width of each value head and of the output's, when it differs from the query
+  // and key heads' dims[3] (latent attention: 128 against 192 in DeepSeek-V3); 0 when the same.
+  int64_t value_dim = 0;
 
   bool operator==(const OpShape&) const = default;
 };
@@ -118,6 +127,15 @@ OpShape flash_attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim
 OpShape flash_attention_block_op(int64_t b, int64_t queries, int64_t keys, int64_t pairs,
                                  int64_t heads, int64_t head_dim, int64_t kv_heads,
                                  Direction direction, DType dtype);
+// The same with value heads (and so the output's) `value_dim` wide, where they differ from the
+// query and key heads' `head_dim` (latent attention: 128 against 192 in DeepSeek-V3); 0 gives the
+// ops above.
+OpShape attention_op_with_value_dim(int64_t b, int64_t s, int64_t heads, int64_t head_dim,
+                                    int64_t kv_heads, int64_t window, Direction direction,
+                                    DType dtype, int64_t value_dim);
+OpShape flash_attention_op_with_value_dim(int64_t b, int64_t s, int64_t heads, int64_t head_dim,
+                                          int64_t kv_heads, int64_t window, Direction direction,
+                                          DType dtype, int64_t value_dim);
 // Query-key pairs a causal attention over `s` tokens evaluates, each query seeing at most
 // `window` keys (0: no window): s(s+1)/2, or w(w+1)/2 + (s-w)w when a window w < s.
 int64_t causal_pairs(int64_t s, int64_t window);

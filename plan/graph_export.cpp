@@ -131,6 +131,8 @@ std::string graph_to_json(const TaskGraph& graph) {
         i ? ",\n" : "\n", to_string(op.kind), to_string(op.function), direction_name(op.direction),
         to_string(op.dtype), fmt::join(op.dims, ","), op.flops, op.model_flops, op.bytes);
     if (op.window > 0) fmt::format_to(std::back_inserter(out), R"(,"window":{})", op.window);
+    if (op.value_dim > 0)
+      fmt::format_to(std::back_inserter(out), R"(,"value_dim":{})", op.value_dim);
     out += '}';
   }
   out += "],\n\"groups\":[";

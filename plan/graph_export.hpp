@@ -6,8 +6,10 @@
 // JSON: {"format": "strata-task-graph", "version": 2, "mode", "dp", "tp", "pp", "cp", "ep",
 //   "rank_order" ("tp-cp-ep-dp-pp", innermost first), "ranks": [{"rank", "stage"}], "ops":
 //   [{"kind", "function" (the kernel of a norm or an elementwise op: layernorm, rmsnorm,
-//   residual_add, gelu, swiglu, geglu, rotary, fp8_cast; default for the others), "direction",
-//   "dtype", "dims", "flops" (executed), "model_flops" (counted in MFU), "bytes"}], "groups":
+//   residual_add, gelu, swiglu, geglu, rotary, fp8_cast, latent_key_value, ...; default for the
+//   others), "direction", "dtype", "dims", "flops" (executed), "model_flops" (counted in MFU),
+//   "bytes", and for an attention op "window" when windowed and "value_dim" when its value heads
+//   are narrower than dims[3] (latent attention)}], "groups":
 //   [{"kind", "ranks"}], "buckets": [{"first_layer", "layers", "embedding", "head", "experts"}],
 //   "tensors":
 //   [{"id", "rank", "name", "kind", "dims", "dtype", "bytes", "layer", "micro_batch", "index"}],
