@@ -6,7 +6,9 @@
 // their weights' rows and biases, row-parallel attention output and MLP-down products their
 // weights' columns (biases replicated), norms replicated, the vocabulary-parallel embedding and
 // LM head their rows. The MLP-up weight of a gated MLP holds the gate and up rows together
-// (Megatron's fused linear_fc1); QKV holds Q, K and V rows together.
+// (Megatron's fused linear_fc1); QKV holds Q, K and V rows together. Latent attention has its
+// down and up projections and the latents' norms in place of QKV (param_tensors.cpp,
+// add_latent_attention).
 
 #include <cstdint>
 #include <string>
@@ -22,8 +24,9 @@ struct ParamTensorSpec {
   int64_t rows = 0;  // per TP rank; vectors have cols 1
   int64_t cols = 1;
   bool gemm_weight = false;  // a GEMM's weight matrix (FP8 under --fp8-param-gather)
-  // The same values on every TP rank (norms, row-parallel biases, positions): under sequence
-  // parallelism each rank's gradient covers its own rows and is summed over TP.
+  // The same values on every TP rank (norms, row-parallel biases, positions, latent attention's
+  // down projections): under sequence parallelism each rank's gradient covers its own rows and is
+  // summed over TP.
   bool replicated = false;
   // A routed expert's weight that Megatron-Core keeps out of the dense gradient buffers: with
   // expert parallelism (ep > 1) its gradient is reduced, and ZeRO shards it, over the

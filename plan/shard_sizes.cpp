@@ -4,6 +4,36 @@
 
 namespace strata {
 
+namespace {
+
+// Latent attention's projections on one TP rank (plan/param_tensors.cpp, add_latent_attention):
+// the down projections whole, the up projections (or the plain query projection) and the output
+// projection over the rank's heads / tp.
+struct LatentAttentionShard {
+  int64_t gemm_weights = 0;
+  int64_t biases = 0;  // the down projections' (attention_bias), whole
+  int64_t norms = 0;   // the latents' RMSNorms, whole
+};
+
+LatentAttentionShard latent_attention_shard(const ModelSpec& model, int64_t t) {
+  const int64_t h = model.hidden;
+  const int64_t heads = model.heads / t;
+  const int64_t q_head = model.qk_nope_head_dim + model.qk_rope_head_dim;
+  const int64_t kv_down = model.kv_lora_rank + model.qk_rope_head_dim;
+  LatentAttentionShard shard;
+  shard.gemm_weights = model.q_lora_rank > 0
+                           ? h * model.q_lora_rank + heads * q_head * model.q_lora_rank
+                           : heads * q_head * h;
+  shard.gemm_weights += h * kv_down +
+                        heads * (model.qk_nope_head_dim + model.v_head_dim) * model.kv_lora_rank +
+                        h * model.context_hidden() / t;
+  if (model.qkv_bias) shard.biases = model.q_lora_rank + kv_down;
+  shard.norms = model.q_lora_rank + model.kv_lora_rank;
+  return shard;
+}
+
+}  // namespace
+
 ShardSizes shard_sizes(const ModelSpec& model, const ParallelPlan& plan) {
   const int64_t h = model.hidden;
   const int64_t t = plan.tp;
@@ -13,9 +43,13 @@ ShardSizes shard_sizes(const ModelSpec& model, const ParallelPlan& plan) {
   const int64_t up_matrices = model.gated_mlp() ? 2 : 1;
   ShardSizes sizes;
   sizes.vocab_shard = (model.vocab + t - 1) / t;
-  int64_t layer = h * (q + 2 * kv) / t + (q / t) * h + up_matrices * h * (f / t) + (f / t) * h;
+  const bool latent = model.latent_attention();
+  const LatentAttentionShard mla =
+      latent ? latent_attention_shard(model, t) : LatentAttentionShard{};
+  const int64_t attention = latent ? mla.gemm_weights : h * (q + 2 * kv) / t + (q / t) * h;
+  int64_t layer = attention + up_matrices * h * (f / t) + (f / t) * h;
   sizes.layer_gemm_weights = layer;
-  if (model.qkv_bias) layer += (q + 2 * kv) / t;
+  if (model.qkv_bias) layer += latent ? mla.biases : (q + 2 * kv) / t;
   if (model.out_bias) layer += h;
   if (model.linear_bias) layer += up_matrices * (f / t) + h;
   const int64_t norm = model.norm == NormKind::kLayerNorm ? 2 * h : h;
@@ -23,7 +57,7 @@ ShardSizes shard_sizes(const ModelSpec& model, const ParallelPlan& plan) {
   int64_t qk_norm = 0;
   if (model.qk_norm == QkNorm::kPerHead) qk_norm = 2 * model.head_dim();
   if (model.qk_norm == QkNorm::kWhole) qk_norm = (q + kv) / t;
-  sizes.layer = layer + model.norms_per_layer() * norm + qk_norm;
+  sizes.layer = layer + model.norms_per_layer() * norm + qk_norm + mla.norms;
   if (model.moe()) {
     // The dense MLP's products and biases out, the MoE layer's in (plan/param_tensors.cpp).
     const MoeDims d = moe_dims(model, plan);

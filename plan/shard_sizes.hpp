@@ -3,6 +3,8 @@
 // column-parallel QKV and MLP-up (weights and biases split), row-parallel attention output and
 // MLP-down (weights split, biases replicated), norms replicated, vocabulary-parallel embedding and
 // LM head (rows split, rounded up as Megatron pads the vocabulary), learned positions replicated.
+// Latent attention: its down projections and the latents' norms whole, its up projections split
+// by heads (plan/param_tensors.cpp).
 
 #include <cstdint>
 #include <vector>
@@ -20,8 +22,10 @@ struct ShardSizes {
   // Of which the routed experts' weights kept apart from the dense parameters (ParamTensorSpec::
   // expert: with ep > 1; 0 at ep 1).
   int64_t moe_layer_experts = 0;
-  int64_t layer_gemm_weights = 0;  // of which the four GEMMs' weight matrices (FP8 under fp8)
-  int64_t embedding = 0;           // token embedding shard (+ positions) on the first stage
+  // Of which the GEMMs' weight matrices (FP8 under fp8): the four of a layer, or with latent
+  // attention its projections' and the MLP's.
+  int64_t layer_gemm_weights = 0;
+  int64_t embedding = 0;    // token embedding shard (+ positions) on the first stage
   int64_t head = 0;         // final norm + LM head shard on the last stage (a tied embedding's
                             // copy there when pp > 1, as Megatron keeps one)
   int64_t vocab_shard = 0;  // vocabulary rows per TP rank

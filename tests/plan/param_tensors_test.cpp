@@ -28,8 +28,9 @@ int64_t gemm_weights(const std::vector<ParamTensorSpec>& specs) {
 
 TEST_CASE("each block's parameter tensors hold its shard's parameters", "[params]") {
   std::vector<std::string> models = zoo_model_names();
-  for (const char* family : {"falcon-40b", "falcon-7b", "gemma2-2b", "gemma3-1b", "gptj-6b",
-                             "olmo2-7b", "phi3-mini-4k", "qwen3-0.6b", "starcoder2-3b"}) {
+  for (const char* family :
+       {"deepseek-v2-lite", "deepseek-v3", "falcon-40b", "falcon-7b", "gemma2-2b", "gemma3-1b",
+        "gptj-6b", "olmo2-7b", "phi3-mini-4k", "qwen3-0.6b", "starcoder2-3b"}) {
     models.push_back(std::string(STRATA_SOURCE_DIR) + "/tests/models/data/" + family + ".json");
   }
   for (const std::string& name : models) {
@@ -79,6 +80,44 @@ TEST_CASE("an MoE layer's parameter tensors hold its shard and, over tp x ep, th
           (s.replicated ? replicated : split) += s.elements() * (expert ? ep : 1);
         }
         CHECK(tp * split + replicated == count.attention + count.norms + count.moe_mlp);
+      }
+    }
+  }
+}
+
+// DeepSeek's latent attention (plan/param_tensors.cpp, add_latent_attention) over the TP group
+// holds the layer's count from the models library (count_parameters, checked there against
+// DeepSeek-V3's published 671B and V2-Lite's 15.7B): its up projections and output projection
+// split over tp, its down projections and the latents' norms whole on every rank (Megatron-Core's
+// "duplicated" TELinear), as the layer's norms are. V2-Lite has no query latent (q_proj); V3 has
+// one. A dense layer (the first ones) with the dense MLP, an MoE layer with its experts over ep.
+TEST_CASE("latent attention's tensors over tp hold the layer's parameters", "[params][mla]") {
+  for (const char* family : {"deepseek-v2-lite", "deepseek-v3"}) {
+    const ModelSpec model =
+        load_model(std::string(STRATA_SOURCE_DIR) + "/tests/models/data/" + family + ".json");
+    REQUIRE(model.latent_attention());
+    const ParameterCount count = count_parameters(model);
+    for (const int64_t tp : {1, 2, 4}) {
+      for (const int64_t ep : {1, 8}) {
+        ParallelPlan plan;
+        plan.tp = tp;
+        plan.ep = ep;
+        plan.dp = ep;
+        INFO(family << " tp " << tp << " ep " << ep);
+        for (const bool moe : {false, true}) {
+          const std::vector<ParamTensorSpec> specs = layer_param_specs(model, plan, moe);
+          const ShardSizes sizes = shard_sizes(model, plan);
+          CHECK(total(specs) == (moe ? sizes.moe_layer : sizes.layer));
+          if (!moe) CHECK(gemm_weights(specs) == sizes.layer_gemm_weights);
+          int64_t split = 0;
+          int64_t replicated = 0;
+          for (const ParamTensorSpec& s : specs) {
+            const bool expert = s.name.rfind("experts_", 0) == 0;
+            (s.replicated ? replicated : split) += s.elements() * (expert ? ep : 1);
+          }
+          const int64_t mlp = moe ? count.moe_mlp : count.mlp;
+          CHECK(tp * split + replicated == count.attention + count.norms + mlp);
+        }
       }
     }
   }
