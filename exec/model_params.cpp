@@ -51,6 +51,14 @@ void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
                                  model.name),
                      "train a dense model; `strata plan` and `strata simulate` take MoE models");
   }
+  if (model.latent_attention()) {
+    throw InputError(where, "model (--model)",
+                     fmt::format("{} has multi-head latent attention, and the CPU executor has no "
+                                 "kernels for its latents and key-value assembly yet",
+                                 model.name),
+                     "train a model with multi-head or grouped-query attention; `strata plan` "
+                     "and `strata simulate` take latent attention");
+  }
   if (model.qk_norm == QkNorm::kWhole && plan.tp > 1) {
     throw InputError(where, "qk_norm",
                      "a QK-norm over the whole width needs each token's sum of squares over the "

@@ -49,6 +49,30 @@ void add_moe_mlp(const ModelSpec& model, const ParallelPlan& plan, std::vector<S
   add("shared_gate", m.tokens, 1, DType::kFp32);
 }
 
+// Latent attention's tensors between the layer's input norm and Q, K and V (Megatron-Core's
+// MLASelfAttention; what autograd keeps for the backward): the query latent, the down projection's
+// output, which q_layernorm keeps as its input, and the norm's output, which linear_q_up_proj
+// keeps as its input (both absent with q_lora_rank 0, whose linear_q_proj reads the layer's
+// norm output, "qkv_in"); the key-value down projection's output, the key-value latent with the
+// rotary key beside it (kv_layernorm keeps its input, a view that holds the whole output), and
+// the norm's output, linear_kv_up_proj's input. They are the rank's rows (s b / t under sequence
+// parallelism, as "qkv_in"): the up projections gather them again for their weight gradients.
+// Nothing else: the up projections' outputs feed the rotary embedding and the key-value assembly,
+// whose backwards need no saved values, and the attention keeps Q, K and V ("qkv").
+void add_latent_attention(const ModelSpec& model, const ParallelPlan& plan, int64_t rows,
+                          std::vector<StoredTensor>& out) {
+  const DType e = plan.dtype;
+  const auto add = [&](const char* name, int64_t c, ActivationPart part) {
+    out.push_back({name, {{rows, c, 1, 1}, e}, part});
+  };
+  if (model.q_lora_rank > 0) {
+    add("q_latent", model.q_lora_rank, ActivationPart::kNorms);
+    add("q_up_in", model.q_lora_rank, ActivationPart::kAttention);
+  }
+  add("kv_latent", model.kv_lora_rank + model.qk_rope_head_dim, ActivationPart::kNorms);
+  add("kv_up_in", model.kv_lora_rank, ActivationPart::kAttention);
+}
+
 }  // namespace
 
 std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& model, const ParallelPlan& plan,
@@ -58,6 +82,8 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& model, const Par
   const int64_t h = model.hidden;
   const int64_t q = model.q_hidden() / d.t;
   const int64_t kv = model.kv_hidden() / d.t;
+  const int64_t v = model.v_hidden() / d.t;
+  const int64_t context = model.context_hidden() / d.t;  // the attention's output
   const int64_t f = model.ffn_hidden / d.t;
   const int64_t rows = d.sb / d.rep;  // the residual stream's rows on this rank
   // Under context parallelism's a2a the attention kernel keeps Q, K and V and its log-sum-exp
@@ -84,7 +110,8 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& model, const Par
   // QK-norm its inputs, Q and K before the norm.
   if (block != LayerBlock::kPostNorm) add("norm1_in", matrix(rows, h, e), P::kNorms);
   add("qkv_in", matrix(rows, h, gemm_in), P::kAttention);
-  add("qkv", matrix(attended * plan.micro_batch, (q + 2 * kv) / heads_split, e),
+  if (model.latent_attention()) add_latent_attention(model, plan, rows, out);
+  add("qkv", matrix(attended * plan.micro_batch, (q + kv + v) / heads_split, e),
       P::kAttention);  // Q and K, V
   if (model.qk_norm != QkNorm::kNone) add("qk_norm_in", matrix(d.sb, q + kv, e), P::kNorms);
   if (plan.attention == AttentionKind::kFlash) {
@@ -99,7 +126,7 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& model, const Par
       add("scores_dropped", scores, P::kScores);
     }
   }
-  add("out_in", matrix(d.sb, q, e), P::kAttention);
+  add("out_in", matrix(d.sb, context, e), P::kAttention);
   // A parallel block drops its summed branches through one mask (the MLP's).
   if (dropout && !model.parallel_block())
     add("attn_mask", matrix(rows, h, DType::kU8), P::kAttention);

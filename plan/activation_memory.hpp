@@ -24,6 +24,11 @@
 // Under context parallelism (plan.cp) s is the rank's tokens, seq_len / cp: every term divides
 // by cp (Megatron-Core with Transformer Engine keeps each rank's tokens' tensors; the ring's
 // backward starts from a received key-value block as large as the rank's own).
+// Latent attention (ModelSpec::kv_lora_rank) keeps its latents besides: the query and key-value
+// down projections' outputs and their norms' outputs, e sb(2 q_lora_rank + 2 kv_lora_rank +
+// qk_rope_head_dim) (/t with sequence parallel, replicated otherwise), and its Q, K and V are
+// heads x (2(qk_nope + qk_rope) + v_head_dim) wide, its attention output heads x v_head_dim
+// (activation_memory.cpp, add_latent_attention).
 
 #include <cstdint>
 #include <vector>
@@ -45,7 +50,8 @@ struct LayerActivations {
 };
 
 // One tensor a layer stores for its backward, a term above, named after the op input it is
-// (plan/tensor.hpp): "norm1_in", "qkv_in", "qkv" (Q, K and V), "qk_norm_in", "scores",
+// (plan/tensor.hpp): "norm1_in", "qkv_in", latent attention's "q_latent", "q_up_in", "kv_latent"
+// and "kv_up_in", "qkv" (Q, K and V), "qk_norm_in", "scores",
 // "scores_mask", "scores_dropped", "lse", "out_in", "attn_mask", "post_attn_norm_in",
 // "norm2_in", "up_in", "act_in" (the MLP-up outputs), "down_in", "mlp_mask", "post_mlp_norm_in".
 enum class ActivationPart : uint8_t { kNorms, kAttention, kScores, kSoftmaxLse, kMlp };

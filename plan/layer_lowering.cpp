@@ -76,7 +76,11 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   gemm_weight(qkv.weights, lp_.qkv_w);
   weight(qkv.weights, lp_.qkv_b);
   qkv.save_copy = qkv_copy;
-  tp_gemm(ctx_, state_, qkv, attn_in);
+  if (m_.latent_attention()) {
+    mla_forward(attn_in);  // its projections write the same Q, K and V (mla_lowering.cpp)
+  } else {
+    tp_gemm(ctx_, state_, qkv, attn_in);
+  }
   if (op_.qk_norm.forward >= 0) {
     TaskUses uses{update(qkv_out)};
     weight(uses, lp_.q_norm_w);
@@ -341,7 +345,8 @@ TaskId LayerOps::backward(TaskId grad, TaskId params) {
   gemm_weight(qkv.weights, lp_.qkv_w);
   add_grad(qkv.weights, lp_.qkv_w);
   add_grad(qkv.weights, lp_.qkv_b);
-  const GemmResult qkv_result = tp_gemm(ctx_, state_, qkv, attention);
+  const GemmResult qkv_result =
+      m_.latent_attention() ? mla_backward(attention) : tp_gemm(ctx_, state_, qkv, attention);
   if (!norm_before(m_)) {
     // A post-norm block's attention reads the layer input itself: its input gradient joins the
     // stream's (autograd's sum of a tensor's two uses).

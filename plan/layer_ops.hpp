@@ -1,7 +1,8 @@
 #pragma once
 // The ops of one transformer layer (internal to plan/): LayerOps emits a layer's forward,
 // recompute and backward tasks on the tensors they use; layer_lowering.cpp holds the dense layer's
-// and the entry points, moe_lowering.cpp an MoE layer's MLP.
+// and the entry points, moe_lowering.cpp an MoE layer's MLP, mla_lowering.cpp latent attention's
+// projections.
 
 #include <map>
 #include <vector>
@@ -77,6 +78,12 @@ class LayerOps {
   // Its backward from the branch's output gradient `dout` after the residual add `grad_in`,
   // through the norm's backward, which adds into the stream's gradient.
   void moe_backward(TensorId dout, TaskId grad_in);
+  // Latent attention's projections in place of the QKV product: forward from the norm's output
+  // (kQkvIn, written by `input`) to Q, K and V in kQkv, which the rotary embedding and the
+  // attention then read as a dense layer's; backward from their gradients in kDQkv (complete after
+  // `grad`) to the norm's output gradient, which the returned result holds.
+  void mla_forward(TaskId input);
+  GemmResult mla_backward(TaskId grad);
   void recompute_unsaved(TaskId params, TensorId rebuilt);
   TaskId backward(TaskId grad, TaskId params);
   // Context parallelism's attention core (plan/cp_attention.cpp), by --cp-comm-type: forward

@@ -29,7 +29,7 @@ OpTable build_op_table(const ModelSpec& model, const ParallelPlan& plan, TaskGra
   const PlanOpShapes shapes = plan_op_shapes(model, plan);
   OpTable ops;
   ops.norm = intern(graph, shapes.norm);
-  ops.qkv = intern(graph, shapes.qkv);
+  if (!model.latent_attention()) ops.qkv = intern(graph, shapes.qkv);
   ops.attention = intern(graph, shapes.attention);
   ops.attn_out = intern(graph, shapes.attn_out);
   ops.residual = intern(graph, shapes.residual);
@@ -50,6 +50,17 @@ OpTable build_op_table(const ModelSpec& model, const ParallelPlan& plan, TaskGra
       ops.shared_down = intern(graph, shapes.shared_down);
       if (model.shared_expert_gate) ops.shared_gate = intern(graph, shapes.shared_gate);
     }
+  }
+  if (model.latent_attention()) {
+    if (model.q_lora_rank > 0) {
+      ops.q_down = intern(graph, shapes.q_down);
+      ops.q_latent_norm = intern(graph, shapes.q_latent_norm);
+    }
+    ops.q_up = intern(graph, shapes.q_up);
+    ops.kv_down = intern(graph, shapes.kv_down);
+    ops.kv_latent_norm = intern(graph, shapes.kv_latent_norm);
+    ops.kv_up = intern(graph, shapes.kv_up);
+    ops.latent_key_value = intern(graph, shapes.latent_key_value);
   }
   if (plan.fp8 != Fp8Format::kNone) {
     ops.fp8_cast_attn_out_in = graph.add_op(shapes.fp8_cast_attn_out_in);

@@ -31,7 +31,16 @@ LayerParams::LayerParams(const std::vector<ParamTensorSpec>& specs) {
                                                 {"experts_down_w", &experts_down_w},
                                                 {"shared_up_w", &shared_up_w},
                                                 {"shared_down_w", &shared_down_w},
-                                                {"shared_gate_w", &shared_gate_w}};
+                                                {"shared_gate_w", &shared_gate_w},
+                                                {"q_down_w", &q_down_w},
+                                                {"q_down_b", &q_down_b},
+                                                {"q_layernorm_w", &q_layernorm_w},
+                                                {"q_up_w", &q_up_w},
+                                                {"q_w", &q_w},
+                                                {"kv_down_w", &kv_down_w},
+                                                {"kv_down_b", &kv_down_b},
+                                                {"kv_layernorm_w", &kv_layernorm_w},
+                                                {"kv_up_w", &kv_up_w}};
   for (size_t i = 0; i < specs.size(); ++i) {
     for (const auto& [name, index] : names) {
       if (specs[i].name == name) *index = static_cast<int>(i);

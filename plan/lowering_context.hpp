@@ -42,6 +42,9 @@ struct OpTable {
   // An MoE layer's (PlanOpShapes), MoE models only.
   OpPair router, routing, permute, unpermute, experts_up, experts_act, experts_down;
   OpPair shared_up, shared_act, shared_down, shared_gate;
+  // Latent attention's (PlanOpShapes), latent-attention models only, in place of `qkv`; `q_down`
+  // and `q_latent_norm` with a query latent only.
+  OpPair q_down, q_latent_norm, q_up, kv_down, kv_latent_norm, kv_up, latent_key_value;
   OpPair embedding, final_norm, lm_head, loss;  // first, last stage
   OpPair embedding_dropout;                     // with dropout: the first stage's
   int32_t loss_max = -1, loss_partials = -1;    // tp > 1: the loss forward's two passes
@@ -60,6 +63,10 @@ struct LayerParams {
   // An MoE layer's (plan/param_tensors.cpp, add_moe).
   int router_w = -1, router_b = -1, experts_up_w = -1, experts_down_w = -1;
   int shared_up_w = -1, shared_down_w = -1, shared_gate_w = -1;
+  // Latent attention's (plan/param_tensors.cpp, add_latent_attention): q_w is linear_q_proj, the
+  // query's projection when it has no latent.
+  int q_down_w = -1, q_down_b = -1, q_layernorm_w = -1, q_up_w = -1, q_w = -1;
+  int kv_down_w = -1, kv_down_b = -1, kv_layernorm_w = -1, kv_up_w = -1;
 };
 
 // What the lowering keeps per kind of layer (dense, MoE): its parameters' specs, where each sits,

@@ -22,6 +22,10 @@ namespace {
 constexpr std::array<const char*, kSlotCount> kSlotNames = {
     "norm1_in",           // kNorm1In
     "qkv_in",             // kQkvIn
+    "q_latent",           // kQLatent
+    "q_up_in",            // kQUpIn
+    "kv_latent",          // kKvLatent
+    "kv_up_in",           // kKvUpIn
     "qkv",                // kQkv
     "qk_norm_in",         // kQkNormIn
     "lse",                // kLse
@@ -60,6 +64,10 @@ constexpr std::array<const char*, kSlotCount> kSlotNames = {
     "kv_gathered",        // kKvGathered
     "qkv_local",          // kQkvLocal
     "out_heads",          // kOutHeads
+    "q_up_gathered",      // kQUpGathered
+    "kv_up_gathered",     // kKvUpGathered
+    "k_pe_gathered",      // kKPeGathered
+    "kv_up_out",          // kKvUpOut
     "router_logits",      // kRouterLogits
     "moe_tokens",         // kMoeTokens
     "moe_dispatched",     // kMoeDispatched
@@ -85,6 +93,15 @@ constexpr std::array<const char*, kSlotCount> kSlotNames = {
     "dkv_gathered",       // kDKvGathered
     "dout_heads",         // kDOutHeads
     "dqkv_heads",         // kDQkvHeads
+    "dkv_up_out",         // kDKvUpOut
+    "dk_pe",              // kDKPe
+    "dk_pe_rows",         // kDKPeRows
+    "dq_up_in",           // kDQUpIn
+    "dq_up_rows",         // kDQUpRows
+    "dkv_up_in",          // kDKvUpIn
+    "dkv_up_rows",        // kDKvUpRows
+    "dq_latent",          // kDQLatent
+    "dkv_latent",         // kDKvLatent
     "drouter_probs",      // kDRouterProbs
     "dmoe_tokens",        // kDMoeTokens
     "dmoe_dispatched",    // kDMoeDispatched
@@ -140,8 +157,8 @@ SlotTable::SlotTable(const ModelSpec& model, const ParallelPlan& plan, TaskGraph
   const int64_t n = plan.local_seq_len() * plan.micro_batch;
   const int64_t rows = plan.sequence_parallel ? n / t : n;
   const int64_t h = model.hidden;
-  const int64_t q = model.q_hidden() / t;
-  const int64_t qkv = q + 2 * model.kv_hidden() / t;
+  const int64_t context = model.context_hidden() / t;  // the attention's output
+  const int64_t qkv = (model.q_hidden() + model.kv_hidden() + model.v_hidden()) / t;
   const int64_t f = model.ffn_hidden / t;
   const int64_t up = (model.gated_mlp() ? 2 : 1) * f;
   const int64_t vocab = shard_sizes(model, plan).vocab_shard;
@@ -160,10 +177,10 @@ SlotTable::SlotTable(const ModelSpec& model, const ParallelPlan& plan, TaskGraph
   }
   set(Slot::kEmbedMask, matrix(rows, h, DType::kU8));
   set(Slot::kActOut, matrix(n, f, e));
-  set(Slot::kOutInFp8, matrix(n, q, DType::kFp8));
+  set(Slot::kOutInFp8, matrix(n, context, DType::kFp8));
   set(Slot::kDDownIn, matrix(n, f, e));
   set(Slot::kDActIn, matrix(n, up, e));
-  set(Slot::kDOutIn, matrix(n, q, e));
+  set(Slot::kDOutIn, matrix(n, context, e));
   set(Slot::kDQkv, matrix(n, qkv, e));
   set(Slot::kDProjFp8, matrix(n, h, DType::kFp8));
   set(Slot::kDActInFp8, matrix(n, up, DType::kFp8));
@@ -189,6 +206,24 @@ SlotTable::SlotTable(const ModelSpec& model, const ParallelPlan& plan, TaskGraph
       for (const Slot slot : {Slot::kOutHeads, Slot::kDOutHeads})
         set(slot, matrix(sequence, q / plan.cp, e));
       set(Slot::kDQkvHeads, matrix(sequence, qkv / plan.cp, e));
+    }
+  }
+  if (model.latent_attention()) {
+    const int64_t q_latent = model.q_lora_rank;
+    const int64_t kv_latent = model.kv_lora_rank;
+    const int64_t rope = model.qk_rope_head_dim;
+    const int64_t kv_up = model.heads / t * (model.qk_nope_head_dim + model.v_head_dim);
+    for (const Slot slot : {Slot::kKvUpOut, Slot::kDKvUpOut}) set(slot, matrix(n, kv_up, e));
+    for (const Slot slot : {Slot::kKPeGathered, Slot::kDKPe}) set(slot, matrix(n, rope, e));
+    set(Slot::kDKPeRows, matrix(rows, rope, e));
+    for (const Slot slot : {Slot::kKvUpGathered, Slot::kDKvUpIn})
+      set(slot, matrix(n, kv_latent, e));
+    set(Slot::kDKvUpRows, matrix(rows, kv_latent, e));
+    set(Slot::kDKvLatent, matrix(rows, kv_latent + rope, e));
+    if (q_latent > 0) {
+      for (const Slot slot : {Slot::kQUpGathered, Slot::kDQUpIn}) set(slot, matrix(n, q_latent, e));
+      for (const Slot slot : {Slot::kDQUpRows, Slot::kDQLatent})
+        set(slot, matrix(rows, q_latent, e));
     }
   }
   if (model.moe()) {

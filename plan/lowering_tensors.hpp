@@ -77,6 +77,12 @@ enum class Slot : uint8_t {
   // A layer's stored activations (layer_stored_tensors), in its order of names.
   kNorm1In,
   kQkvIn,
+  // Latent attention's: the query latent and its norm's output, the key-value latent (with the
+  // rotary key) and its norm's output.
+  kQLatent,
+  kQUpIn,
+  kKvLatent,
+  kKvUpIn,
   kQkv,
   kQkNormIn,
   kLse,
@@ -127,6 +133,13 @@ enum class Slot : uint8_t {
   kKvGathered,
   kQkvLocal,
   kOutHeads,
+  // Latent attention's, forward (plan/mla_lowering.cpp): the query and key-value latents and the
+  // rotary key gathered over TP (sequence parallel), and the key-value up projection's output
+  // before the keys and values are assembled from it.
+  kQUpGathered,
+  kKvUpGathered,
+  kKPeGathered,
+  kKvUpOut,
   // An MoE layer's, forward: the router's logits, the rank's tokens permuted by expert (T x k
   // rows), the tokens dispatched to the rank's experts (before the expert-TP gather), the tokens
   // the all-gather dispatcher gathers, the experts' products before the expert-TP reduction, the
@@ -163,6 +176,19 @@ enum class Slot : uint8_t {
   kDKvGathered,
   kDOutHeads,
   kDQkvHeads,
+  // Latent attention's, backward: the gradients of the key-value up projection's output and of
+  // the rotary key (summed over the rank's heads, then reduced over TP: `Rows` its reduce-scatter
+  // under sequence parallelism), of the up projections' inputs (partial sums under TP, then
+  // reduced), and of the down projections' outputs.
+  kDKvUpOut,
+  kDKPe,
+  kDKPeRows,
+  kDQUpIn,
+  kDQUpRows,
+  kDKvUpIn,
+  kDKvUpRows,
+  kDQLatent,
+  kDKvLatent,
   // An MoE layer's, backward: the gradients of the router's probabilities (then its logits, in
   // place), of the permuted and dispatched tokens, of the experts' tensors, of the gathered tokens
   // (all-gather dispatcher), of the router's input from the experts' side, and of the shared
@@ -208,14 +234,14 @@ inline constexpr int kStoredSlotCount = static_cast<int>(Slot::kCheckpoint);
 
 // A list of tensor ids the lowering builds per layer and pass (a layer's stored tensors, a
 // block's parameters to gather), held inline up to every stored slot (a dense layer keeps at most
-// 17, an MoE layer 23) or a layer block's 18 parameters so that building it does not allocate,
-// passed on as a span.
-class TensorIds : public boost::container::small_vector<TensorId, 26> {
+// 17, an MoE layer 23, 4 more with latent attention) or a layer block's 18 parameters so that
+// building it does not allocate, passed on as a span.
+class TensorIds : public boost::container::small_vector<TensorId, 30> {
  public:
   using small_vector::small_vector;
   operator std::span<const TensorId>() const { return {data(), size()}; }
 };
-static_assert(kStoredSlotCount <= 26, "a layer's stored tensors fit TensorIds inline");
+static_assert(kStoredSlotCount <= 30, "a layer's stored tensors fit TensorIds inline");
 
 // Names and shapes of the slots, interned in the graph.
 struct SlotTable {

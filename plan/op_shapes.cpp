@@ -77,6 +77,87 @@ void add_cp_attention(const ModelSpec& m, const ParallelPlan& plan, PlanOpShapes
   }
 }
 
+// Latent attention's ops (op_shapes.hpp), per rank: n = s b tokens, `rows` of them on the rank
+// (n / t under sequence parallelism), H = heads / t. Megatron-Core's MLASelfAttention
+// (megatron/core/transformer/multi_latent_attention.py): the down projections are TELinear with
+// parallel_mode "duplicated", run by every TP rank on its own input: the whole sequence (counted
+// once per TP group in the model FLOPs, as the norms are), or its rows under sequence parallelism;
+// the up projections are column-parallel over the gathered latents. The keys and
+// values come from one kernel (apply_rope_fusion: fused_apply_mla_rope_for_kv): it reads the
+// key-value up projection's output (n H (nope + v)) and the rotary key (n rope), turns the rotary
+// key (3 FLOPs per value, as rotary_op) and writes each head's key (nope + rope) and its value,
+// contiguous for the attention kernel; its backward reads the keys' and values' gradients, writes
+// the up projection's output gradient and sums the rotary key's gradient over the heads (1 FLOP per
+// value) before turning it back (every TP rank turns the whole rotary key: a few FLOPs a token,
+// counted on each). Eager PyTorch (no fused kernels) runs it as the rotary chain, the broadcast
+// and the concatenation, and the contiguous copy of the values: 4 kernels, the same traffic.
+void add_latent_attention(const ModelSpec& m, const ParallelPlan& plan, PlanOpShapes& ops) {
+  const DType dt = plan.dtype;
+  const int64_t b = plan.micro_batch;
+  const int64_t s = plan.seq_len;
+  const int64_t t = plan.tp;
+  const int64_t n = s * b;
+  const int64_t h = m.hidden;
+  const int64_t rows = plan.sequence_parallel ? n / t : n;
+  const bool replicated = !plan.sequence_parallel && t > 1;
+  const bool fused = runs_fused_kernels(plan);
+  const int64_t heads = m.heads / t;
+  const int64_t nope = m.qk_nope_head_dim;
+  const int64_t rope = m.qk_rope_head_dim;
+  const int64_t v = m.v_head_dim;
+  const auto both = [](auto make, bool tp_replicated = false) {
+    return pair(make(Direction::kForward), make(Direction::kBackward), tp_replicated);
+  };
+  const auto matmul = [&](int64_t m_rows, int64_t cols, int64_t k, bool tp_replicated = false) {
+    return both([&](Direction dir) { return matmul_op(m_rows, cols, k, dir, dt); }, tp_replicated);
+  };
+  const auto latent_norm = [&](int64_t width) {
+    return with_function(both(
+                             [&](Direction dir) {
+                               return fused ? norm_op(rows, width, dir, dt)
+                                            : eager_rms_norm_op(rows, width, dir, dt);
+                             },
+                             replicated),
+                         OpFunction::kRmsNorm);
+  };
+  ops.qkv = {};
+  if (m.q_lora_rank > 0) {
+    ops.q_down = matmul(rows, m.q_lora_rank, h, replicated);
+    ops.q_latent_norm = latent_norm(m.q_lora_rank);
+    ops.q_up = matmul(n, heads * (nope + rope), m.q_lora_rank);
+  } else {
+    ops.q_up = matmul(n, heads * (nope + rope), h);
+  }
+  ops.kv_down = matmul(rows, m.kv_lora_rank + rope, h, replicated);
+  ops.kv_latent_norm = latent_norm(m.kv_lora_rank);
+  ops.kv_up = matmul(n, heads * (nope + v), m.kv_lora_rank);
+  const int64_t e = bytes_per_element(dt);
+  const auto key_value = [&](Direction dir) {
+    const bool forward = dir == Direction::kForward;
+    OpShape op = elementwise_op(n * rope, 3, 0, dir, dt);
+    op.flops = op.model_flops = 3 * n * rope + (forward ? 0 : n * heads * rope);
+    // The up projection's output and the rotary key; the keys and the values.
+    op.bytes = e * (n * heads * (nope + v) + n * rope + n * heads * (nope + rope) + n * heads * v);
+    op.kernels = fused ? 1 : 4;
+    op.function = OpFunction::kLatentKeyValue;
+    return op;
+  };
+  ops.latent_key_value = both(key_value);
+  // The queries' rotary part, in place (fused_apply_mla_rope_for_q).
+  const int64_t rotated = n * heads * rope;
+  ops.rotary = with_function(
+      both([&](Direction dir) { return rotary_op(rotated, fused, dir, dt); }), OpFunction::kRotary);
+  const auto attention_kernel = plan.attention == AttentionKind::kFlash
+                                    ? flash_attention_op_with_value_dim
+                                    : attention_op_with_value_dim;
+  ops.attention = both([&](Direction dir) {
+    return attention_kernel(b, s, heads, nope + rope, heads, 0, dir, dt, v);
+  });
+  // FP8 and the TP overlap are refused with latent attention (validate_plan): their casts and
+  // chunks keep the dense shapes.
+  ops.attn_out = matmul(n, h, heads * v);
+}
+
 }  // namespace
 
 PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
@@ -170,6 +251,7 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
                       OpFunction::kRotary);
   }
   ops.mlp_down = pair(matmul_op(sb, h, f, fwd, gemm), matmul_op(sb, h, f, bwd, gemm));
+  if (m.latent_attention()) add_latent_attention(m, plan, ops);
   ops.k_product = matmul_op(sb, m.kv_hidden() / t, h, fwd, gemm);
   ops.mlp_up_half = matmul_op(sb, f, h, fwd, gemm);
   const int64_t chunk = std::max<int64_t>(1, sb / t);

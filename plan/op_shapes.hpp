@@ -67,6 +67,14 @@ struct PlanOpShapes {
   // Qwen-MoE's sigmoid gate on their output.
   OpShapePair router, routing, permute, unpermute, experts_up, experts_act, experts_down;
   OpShapePair shared_up, shared_act, shared_down, shared_gate;
+  // Multi-head latent attention (ModelSpec::kv_lora_rank; plan/mla_lowering.cpp), in place of the
+  // QKV product (`qkv` is empty): the query and key-value down projections on the rank's rows
+  // (whole on every TP rank), the RMSNorms of their latents, the column-parallel up projections
+  // over the rank's heads (`q_up` is linear_q_proj from the layer's norm output when q_lora_rank
+  // is 0, and `q_down` and `q_latent_norm` are empty), and the keys and values assembled from the
+  // key-value up projection's output and the rotary key. `rotary` turns the queries' rotary part,
+  // `attention` has value heads of v_head_dim and `attn_out` reads heads x v_head_dim.
+  OpShapePair q_down, q_latent_norm, q_up, kv_down, kv_latent_norm, kv_up, latent_key_value;
 };
 
 PlanOpShapes plan_op_shapes(const ModelSpec& model, const ParallelPlan& plan);

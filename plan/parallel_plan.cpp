@@ -133,6 +133,41 @@ void validate_cp_plan(const ParallelPlan& plan, const ModelSpec& model, const st
   }
 }
 
+// What the plan compiler lowers of multi-head latent attention (plan/mla_lowering.cpp): its
+// projections in pre-norm blocks with rotary positions, as DeepSeek-V2 and V3 have them, with every
+// parallelism and recompute but the ones whose products it does not split yet.
+void validate_latent_attention_plan(const ParallelPlan& plan, const ModelSpec& model,
+                                    const std::string& where) {
+  const auto fail = [&](const char* field, const std::string& problem, const std::string& fix) {
+    throw InputError(where, field, problem, fix);
+  };
+  if (model.block != LayerBlock::kPreNorm || model.position != PositionKind::kRotary ||
+      model.sliding_window > 0) {
+    fail("model (--model)",
+         fmt::format("{} has latent attention in {} blocks with {} positions{}, and the plan "
+                     "compiler lowers it as DeepSeek-V2 and V3 have it: pre-norm blocks, rotary "
+                     "positions, no sliding window",
+                     model.name, to_string(model.block), to_string(model.position),
+                     model.sliding_window > 0 ? " and a sliding window" : ""),
+         "plan a pre-norm latent-attention model with rotary positions and no window");
+  }
+  const auto not_yet = [&](bool set, const char* field, const char* what, const char* fix) {
+    if (set) {
+      fail(field,
+           fmt::format("{} is not lowered with multi-head latent attention yet ({}: its down "
+                       "and up projections)",
+                       what, model.name),
+           fix);
+    }
+  };
+  not_yet(plan.fp8 != Fp8Format::kNone, "fp8 (--fp8-format)", "FP8 training", "drop --fp8-format");
+  not_yet(plan.overlap.tp_comm, "tp_comm_overlap (--tp-comm-overlap)",
+          "the TP communication overlap", "drop --tp-comm-overlap");
+  not_yet(plan.recompute == RecomputeKind::kSelectiveOp, "recompute (--recompute)",
+          "torchtitan's op-level selective recompute", "use --recompute selective or full");
+  not_yet(plan.cp > 1, "cp (--cp)", "context parallelism", "use cp 1");
+}
+
 }  // namespace
 
 ParallelAxes ParallelPlan::axes() const {
@@ -251,14 +286,6 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
          fmt::format("{} has no experts to route to", model.name), "drop --moe-imbalance");
   }
   if (plan.cp > 1) validate_cp_plan(plan, model, where);
-  if (model.latent_attention()) {
-    fail("model (--model)",
-         fmt::format("{} uses multi-head latent attention (kv_lora_rank {}), and the plan "
-                     "compiler does not lower it yet (its compressed query and key-value "
-                     "projections)",
-                     model.name, model.kv_lora_rank),
-         "plan a model with standard multi-head or grouped-query attention");
-  }
   if (model.mtp_layers > 0) {
     fail("model (--model)",
          fmt::format("{} trains {} multi-token-prediction module(s) (mtp_layers), and the plan "
@@ -267,6 +294,7 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
                      model.name, model.mtp_layers),
          "plan the model without them (mtp_layers 0)");
   }
+  if (model.latent_attention()) validate_latent_attention_plan(plan, model, where);
   if (model.moe()) validate_moe_plan(plan, model, where);
   if (plan.zero_stage < 0 || plan.zero_stage > 3) {
     fail("zero_stage (--zero)", fmt::format("must be 0, 1, 2 or 3, found {}", plan.zero_stage),

@@ -69,8 +69,8 @@ GemmResult tp_gemm(const LoweringContext& ctx, RankState& state, const TpGemm& g
     const TaskId gemm =
         p.compute(g.role, forward ? g.whole.forward : g.whole.backward, {in, g.params}, uses);
     if (!g.reduce_out) return {gemm, g.out};
-    const auto [reduce, result] =
-        tp_reduce(ctx, state, g.role, ctx.tp_message_bytes, gemm, g.out, g.reduced);
+    const int64_t bytes = g.reduce_bytes > 0 ? g.reduce_bytes : ctx.tp_message_bytes;
+    const auto [reduce, result] = tp_reduce(ctx, state, g.role, bytes, gemm, g.out, g.reduced);
     return {reduce, result};
   }
   const int64_t chunks = ctx.plan.tp;

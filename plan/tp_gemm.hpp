@@ -73,6 +73,9 @@ struct TpGemm {
   TensorId out = kNoTensor;
   bool accumulate = false;
   TensorId reduced = kNoTensor;
+  // The reduction's bytes per rank: a (s b h) activation's (ctx.tp_message_bytes) unless set
+  // (latent attention's up projections reduce their narrower latents' gradients).
+  int64_t reduce_bytes = 0;
   TaskUses weights;  // forward: weights read; backward: read, then grads added
   boost::container::small_vector<TensorId, 4> save_copy;  // forward: stored copies written
 };

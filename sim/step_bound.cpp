@@ -105,9 +105,19 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
   const int64_t residuals = model_.parallel_block() ? 1 : 2;
   const bool shared_norm = model_.block == LayerBlock::kParallel;
   const int64_t forward_reductions = model_.parallel_block() ? 1 : 2;
-  const int64_t forward_gathers = shared_norm ? 1 : 2;
-  const int64_t backward_reductions = shared_norm ? 1 : 2;
-  const int64_t backward_gathers = model_.parallel_block() ? 1 + forward_gathers : 4;
+  // Latent attention runs its projections in place of the QKV product (empty then); with a query
+  // latent only the latents cross the TP group around them (left out: a fraction of an
+  // activation), one activation-sized gather each way and one reduction fewer.
+  const int64_t latent = model_.latent_attention() && model_.q_lora_rank > 0 ? 1 : 0;
+  const int64_t forward_gathers = (shared_norm ? 1 : 2) - latent;
+  const int64_t backward_reductions = (shared_norm ? 1 : 2) - latent;
+  const int64_t backward_gathers = model_.parallel_block() ? 1 + forward_gathers : 4 - latent;
+  const TimeNs latent_forward_ns =
+      forward(op.q_down) + forward(op.q_latent_norm) + forward(op.q_up) + forward(op.kv_down) +
+      forward(op.kv_latent_norm) + forward(op.kv_up) + forward(op.latent_key_value);
+  const TimeNs latent_backward_ns =
+      backward(op.q_down) + backward(op.q_latent_norm) + backward(op.q_up) + backward(op.kv_down) +
+      backward(op.kv_latent_norm) + backward(op.kv_up) + backward(op.latent_key_value);
   // Context parallelism's ring runs its later steps' blocks after step 0 (plan/cp_attention.cpp);
   // its communication, overlapped or not, is not counted.
   const int64_t ring_steps = plan.cp > 1 && plan.cp_comm == CpComm::kP2p ? plan.cp - 1 : 0;
@@ -115,12 +125,14 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
   // MoE layer's: the router, the experts' products on the busiest rank's rows and the shared
   // experts (the dispatcher's permutations and communication left out, as a bound may).
   PassTimes attention;
-  attention.forward_ns = norms * forward(op.norm) + forward(op.qkv) + forward(op.qk_norm) +
-                         forward(op.attention) + ring_steps * forward(op.cp_block) +
-                         forward(op.attn_out) + residuals * forward(op.residual);
-  attention.backward_ns = norms * backward(op.norm) + backward(op.qkv) + backward(op.qk_norm) +
-                          backward(op.attention) + ring_steps * backward(op.cp_block) +
-                          backward(op.attn_out) + residuals * backward(op.residual);
+  attention.forward_ns = latent_forward_ns + norms * forward(op.norm) + forward(op.qkv) +
+                         forward(op.qk_norm) + forward(op.attention) +
+                         ring_steps * forward(op.cp_block) + forward(op.attn_out) +
+                         residuals * forward(op.residual);
+  attention.backward_ns = latent_backward_ns + norms * backward(op.norm) + backward(op.qkv) +
+                          backward(op.qk_norm) + backward(op.attention) +
+                          ring_steps * backward(op.cp_block) + backward(op.attn_out) +
+                          residuals * backward(op.residual);
   PassTimes layer = attention;
   layer.forward_ns += forward(op.mlp_up) + forward(op.mlp_act) + forward(op.mlp_down) +
                       forward_reductions * reduce_ns + forward_gathers * gather_ns;
@@ -134,11 +146,12 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
     moe_layer.backward_ns += backward(*pair);
   }
   // The attention's own TP collectives: its output's reduction and, under sequence parallelism,
-  // the QKV product's input gathered (again in the backward for its weight gradient); and the
-  // token dispatcher's, each way (plan/moe_lowering.cpp), the all-to-alls taken balanced.
+  // the QKV product's input gathered (again in the backward for its weight gradient, whose
+  // input gradient is reduced), fewer with a query latent; and the token dispatcher's, each way
+  // (plan/moe_lowering.cpp), the all-to-alls taken balanced.
   const TimeNs dispatch_ns = model_.moe() ? moe_dispatch_ns(plan, layout) : 0;
-  moe_layer.forward_ns += reduce_ns + gather_ns + dispatch_ns;
-  moe_layer.backward_ns += reduce_ns + 2 * gather_ns + dispatch_ns;
+  moe_layer.forward_ns += reduce_ns + (1 - latent) * gather_ns + dispatch_ns;
+  moe_layer.backward_ns += (1 - latent) * reduce_ns + (2 - latent) * gather_ns + dispatch_ns;
   for (PassTimes* pass : {&layer, &moe_layer}) {
     if (plan.recompute == RecomputeKind::kFull) pass->backward_ns += pass->forward_ns;
     if (recomputes_attention_scores(plan)) pass->backward_ns += forward(op.attention);

@@ -139,6 +139,38 @@ TEST_CASE("the step-time bound is at most the simulated step and at least half o
                    worst));
 }
 
+// The same bound with DeepSeek's latent attention (sim/step_bound.cpp counts its projections in
+// place of the QKV product, and leaves out its latents' TP collectives): a dense latent-attention
+// model of 4 layers shaped as DeepSeek-V2's attention (h 2048, 16 heads of 128 + 64 query-key and
+// 128 value dimensions, a key-value latent of 512 and, with a query latent, one of 768), with and
+// without a query latent, sequence parallelism on and off.
+TEST_CASE("the step-time bound holds with latent attention", "[search][bound][mla]") {
+  ModelSpec model = load_model("tiny-llama");
+  model.hidden = 2048;
+  model.heads = model.kv_heads = 16;
+  model.ffn_hidden = 5632;
+  model.kv_lora_rank = 512;
+  model.qk_nope_head_dim = 128;
+  model.qk_rope_head_dim = 64;
+  model.v_head_dim = 128;
+  const ClusterSpec cluster = load_cluster("dgx-h100");
+  for (const int64_t q_lora_rank : {int64_t{768}, int64_t{0}}) {
+    model.q_lora_rank = q_lora_rank;
+    validate_model(model, "test");
+    for (const bool sp : {true, false}) {
+      const ParallelPlan plan =
+          plan_of(2, 2, 2, ScheduleKind::k1F1B, 1, 1, RecomputeKind::kSelective, sp, 1, 8, 2048);
+      const double step_s = simulate_directly(model, cluster, plan).result.step_time_s;
+      StepBoundModel bounds(model, cluster, std::nullopt);
+      const double bound_s = static_cast<double>(bounds.step_lower_bound_ns(plan)) * 1e-9;
+      INFO(fmt::format("q_lora_rank {} sp {}: bound {:.9f} s, simulated step {:.9f} s", q_lora_rank,
+                       sp, bound_s, step_s));
+      CHECK(bound_s <= step_s);
+      CHECK(bound_s >= 0.5 * step_s);
+    }
+  }
+}
+
 // plan/memory_plan.hpp: the lower bound counts the model states and the activations the layers
 // store for the micro-batches in flight when the first backward starts, all of which the memory
 // plan's replay holds at that moment, so
