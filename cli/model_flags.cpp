@@ -205,6 +205,9 @@ void add_model_flags(CLI::App& command, ModelFlags& flags) {
   option("--attention-dropout", flags.attention_dropout, "Dropout after the softmax (default 0.1)");
   option("--hidden-dropout", flags.hidden_dropout, "Dropout after each block (default 0.1)");
   add_moe_flags(command, flags, group);
+  option("--mtp-num-layers", flags.mtp_num_layers,
+         "Multi-token-prediction modules trained with the model (DeepSeek-V3's config has 1; 0 "
+         "plans it without them)");
 }
 
 bool any_model_flag(const ModelFlags& f) {
@@ -213,7 +216,7 @@ bool any_model_flag(const ModelFlags& f) {
          f.make_vocab_size_divisible_by || f.group_query_attention || f.swiglu ||
          f.untie_embeddings || f.disable_bias_linear || f.add_qkv_bias || f.qk_layernorm ||
          f.use_rotary_position_embeddings || f.no_position_embedding || f.normalization ||
-         f.position_embedding_type || f.attention_dropout || f.hidden_dropout || f.num_experts ||
+         f.position_embedding_type || f.attention_dropout || f.hidden_dropout || f.num_experts || f.mtp_num_layers ||
          first_moe_flag(f) != nullptr;
 }
 
@@ -287,6 +290,7 @@ ModelSpec megatron_model(const ModelFlags& f, const std::optional<ModelSpec>& ba
   if (f.disable_bias_linear) model.out_bias = model.linear_bias = model.qkv_bias = false;
   if (f.add_qkv_bias) model.qkv_bias = true;
   if (f.qk_layernorm) model.qk_norm = QkNorm::kPerHead;
+  if (f.mtp_num_layers) model.mtp_layers = *f.mtp_num_layers;
   for (const auto& [value, flag] : {std::pair{f.attention_dropout, "--attention-dropout"},
                                     std::pair{f.hidden_dropout, "--hidden-dropout"}}) {
     if (value && !(*value >= 0 && *value < 1)) {

@@ -16,7 +16,7 @@ namespace strata::cli {
 struct ModelFlags {
   std::optional<int64_t> num_layers, hidden_size, num_attention_heads, ffn_hidden_size;
   std::optional<int64_t> num_query_groups, kv_channels, max_position_embeddings, vocab_size;
-  std::optional<int64_t> make_vocab_size_divisible_by;
+  std::optional<int64_t> make_vocab_size_divisible_by, mtp_num_layers;
   bool group_query_attention = false, swiglu = false, untie_embeddings = false;
   bool disable_bias_linear = false, add_qkv_bias = false, qk_layernorm = false;
   bool use_rotary_position_embeddings = false, no_position_embedding = false;

@@ -288,11 +288,12 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
   if (plan.cp > 1) validate_cp_plan(plan, model, where);
   if (model.mtp_layers > 0) {
     fail("model (--model)",
-         fmt::format("{} trains {} multi-token-prediction module(s) (mtp_layers), and the plan "
-                     "compiler does not lower them yet (their layers and extra output-head "
-                     "products)",
+         fmt::format("{} trains {} multi-token-prediction module(s) (mtp_layers, HF's "
+                     "num_nextn_predict_layers), and the plan compiler does not lower them yet "
+                     "(their layers and extra output-head products)",
                      model.name, model.mtp_layers),
-         "plan the model without them (mtp_layers 0)");
+         "plan the model without them: add --mtp-num-layers 0 (Megatron-LM's flag), or set "
+         "\"mtp_layers\": 0 in a native model file");
   }
   if (model.latent_attention()) validate_latent_attention_plan(plan, model, where);
   if (model.moe()) validate_moe_plan(plan, model, where);

@@ -177,6 +177,17 @@ case "$check" in
     cmp g1.json g2.json || fail "two runs wrote different task graphs"
     cmp r1.json r2.json || fail "two runs wrote different reports"
     ;;
+  deepseek_v3_without_mtp)
+    # DeepSeek-V3's config trains one multi-token-prediction module, which is refused; Megatron-LM's
+    # --mtp-num-layers 0 drops it and the model plans (latent attention and experts), its 61
+    # layers split 3 + 14 x 4 + 2 over 16 stages; the report's model has no "mtp_layers".
+    run_strata plan --model "$src/tests/models/data/deepseek-v3.json" --mtp-num-layers 0 \
+      --cluster dgx-h100 --gpus 128 --tp 8 --pp 16 --first-stage-layers 3 \
+      --last-stage-layers 2 --sequence-parallel --global-batch 16 --seq-len 4096 --json out.json
+    grep -q 'valid (acyclic' stdout.txt || fail "the graph is not reported valid"
+    grep -q '^    "kv_lora_rank": 512,$' out.json || fail "the model lost its latent attention"
+    ! grep -q '"mtp_layers"' out.json || fail "the model still has multi-token prediction"
+    ;;
   *)
     echo "unknown check '$check'" >&2
     exit 64

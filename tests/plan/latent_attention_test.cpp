@@ -243,6 +243,14 @@ TEST_CASE("latent attention refuses what it does not lower", "[plan][mla]") {
   ParallelPlan op_level = test::make_plan(1, 1, 1, 1, 1, 128);
   op_level.recompute = RecomputeKind::kSelectiveOp;
   refused(op_level, "recompute (--recompute)");
+  ModelSpec mtp = m;
+  mtp.mtp_layers = 1;
+  try {
+    validate_plan(test::make_plan(1, 1, 1, 1, 1, 128), mtp, std::nullopt, "test");
+    FAIL("accepted");
+  } catch (const InputError& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("--mtp-num-layers 0"));
+  }
 }
 
 }  // namespace
