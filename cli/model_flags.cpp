@@ -216,8 +216,8 @@ bool any_model_flag(const ModelFlags& f) {
          f.make_vocab_size_divisible_by || f.group_query_attention || f.swiglu ||
          f.untie_embeddings || f.disable_bias_linear || f.add_qkv_bias || f.qk_layernorm ||
          f.use_rotary_position_embeddings || f.no_position_embedding || f.normalization ||
-         f.position_embedding_type || f.attention_dropout || f.hidden_dropout || f.num_experts || f.mtp_num_layers ||
-         first_moe_flag(f) != nullptr;
+         f.position_embedding_type || f.attention_dropout || f.hidden_dropout || f.num_experts ||
+         f.mtp_num_layers || first_moe_flag(f) != nullptr;
 }
 
 ModelSpec megatron_model(const ModelFlags& f, const std::optional<ModelSpec>& base, int64_t seq_len,

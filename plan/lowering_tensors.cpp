@@ -204,7 +204,7 @@ SlotTable::SlotTable(const ModelSpec& model, const ParallelPlan& plan, TaskGraph
     if (plan.cp_comm == CpComm::kAllToAll) {
       set(Slot::kQkvLocal, matrix(n, qkv, e));
       for (const Slot slot : {Slot::kOutHeads, Slot::kDOutHeads})
-        set(slot, matrix(sequence, q / plan.cp, e));
+        set(slot, matrix(sequence, context / plan.cp, e));
       set(Slot::kDQkvHeads, matrix(sequence, qkv / plan.cp, e));
     }
   }
