@@ -2,10 +2,13 @@
 // workloads (every plan event-simulated or pruned by a proven bound; no formula-only ranking):
 //  (a) GPT-3 175B on 1024 H100s, global batch 1536, seq 2048: target, the whole search under 10 s
 //      on the 2-core reference machine;
-//  (b) Llama 3 405B on 16,384 H100s, global batch 2048, seq 8192 (Llama 3's 16M tokens per step).
+//  (b) Llama 3 405B on 16,384 H100s, global batch 2048, seq 8192 (Llama 3's 16M tokens per step);
+//  (c) DeepSeek-V3 (without its MTP module) on 2048 H100s, global batch 4096, seq 4096, with
+//      Megatron-LM's all-to-all dispatcher and grouped GEMMs, ep enumerated: target < 60 s on the
+//      2-core reference machine.
 // Prints the plans enumerated, refused, out of memory, skipped by the step-time bound, stopped at
 // the horizon and simulated, the wall time (and the part spent compiling and simulating), plans
-// compiled per second, and the best plan. Usage: strata_bench_search [a|b] [--jobs N]
+// compiled per second, and the best plan. Usage: strata_bench_search [a|b|c] [--jobs N]
 // (default: both, every core). Figures are printed, not asserted.
 
 #include <chrono>
@@ -47,8 +50,10 @@ class TimedEvaluator : public PlanEvaluator {
 };
 
 void run_case(const char* label, const std::string& model, int64_t gpus, int64_t global_batch,
-              int64_t seq_len, int64_t jobs, const char* target) {
+              int64_t seq_len, int64_t jobs, const char* target,
+              const ParallelPlan& stack = ParallelPlan{}) {
   SearchSpace space;
+  space.stack = stack;
   space.model = load_model(model);
   space.cluster = load_cluster("dgx-h100");
   space.gpus = {gpus};
@@ -107,14 +112,21 @@ int main(int argc, char** argv) {
       cases.push_back(arg);
     }
   }
-  if (cases.empty()) cases = {"a", "b"};
+  if (cases.empty()) cases = {"a", "b", "c"};
   for (const std::string& c : cases) {
     if (c == "a") {
       strata::run_case("a", "gpt3-175b", 1024, 1536, 2048, jobs, "< 10 s on 2 cores");
     } else if (c == "b") {
       strata::run_case("b", "llama3-405b", 16384, 2048, 8192, jobs, "none (reported)");
+    } else if (c == "c") {
+      strata::ParallelPlan stack;
+      stack.moe_dispatcher = strata::MoeDispatcher::kAllToAll;
+      stack.grouped_gemm = true;
+      strata::run_case(
+          "c", std::string(STRATA_SOURCE_DIR) + "/scenarios/models/deepseek-v3-without-mtp.json",
+          2048, 4096, 4096, jobs, "< 60 s on 2 cores", stack);
     } else {
-      std::fprintf(stderr, "usage: strata_bench_search [a|b]... [--jobs N]\n");
+      std::fprintf(stderr, "usage: strata_bench_search [a|b|c]... [--jobs N]\n");
       return 2;
     }
   }
