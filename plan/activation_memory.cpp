@@ -30,7 +30,7 @@ void add_moe_mlp(const ModelSpec& model, const ParallelPlan& plan, std::vector<S
   const DType e = plan.dtype;
   const int64_t h = model.hidden;
   const MoeDims m = moe_dims(model, plan);
-  const int64_t sb = plan.seq_len * plan.micro_batch;
+  const int64_t sb = plan.local_seq_len() * plan.micro_batch;
   const auto add = [&](const char* name, int64_t r, int64_t c, DType dtype) {
     out.push_back({name, {{r, c, 1, 1}, dtype}, ActivationPart::kMlp});
   };

@@ -25,7 +25,7 @@ double moe_rank_load(const ModelSpec& model, const ParallelPlan& plan) {
 
 MoeDims moe_dims(const ModelSpec& model, const ParallelPlan& plan) {
   MoeDims d;
-  const int64_t sb = plan.seq_len * plan.micro_batch;
+  const int64_t sb = plan.local_seq_len() * plan.micro_batch;
   d.tokens = plan.sequence_parallel ? sb / plan.tp : sb;
   d.local_experts = model.experts / plan.ep;
   const int64_t etp = plan.expert_tp();

@@ -3,8 +3,9 @@
 // dispatchers move tokens (megatron/core/transformer/moe/token_dispatcher.py), shared by the
 // layer's op shapes, stored activations, parameters and lowering.
 //
-// A rank enters the layer with the T tokens of its residual stream (s b / t under sequence
-// parallelism, which Megatron requires of MoE with tp > 1). Both dispatchers bring each rank's
+// A rank enters the layer with the T tokens of its residual stream (s b / cp, / t under sequence
+// parallelism, which Megatron requires of MoE with tp > 1; each context-parallel rank routes its
+// own tokens). Both dispatchers bring each rank's
 // experts the tokens routed to them from the tp x ep ranks that share the experts' data: the
 // all-gather dispatcher gathers every token of those ranks and keeps its own experts' (a local
 // permutation), the all-to-all dispatcher permutes its tokens by expert, sends each expert-parallel

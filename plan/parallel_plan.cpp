@@ -88,13 +88,6 @@ void validate_cp_plan(const ParallelPlan& plan, const ModelSpec& model, const st
   const auto fail = [&](const char* field, const std::string& problem, const std::string& fix) {
     throw InputError(where, field, problem, fix);
   };
-  if (model.moe()) {
-    fail("cp (--cp)",
-         fmt::format("{} has experts, and the plan compiler lowers context parallelism for dense "
-                     "models only so far",
-                     model.name),
-         "use cp 1");
-  }
   if (plan.seq_len % (2 * plan.cp) != 0) {
     fail("seq_len (--seq-len)",
          fmt::format("context parallelism cuts each sequence into 2 x cp = {} chunks (two per "

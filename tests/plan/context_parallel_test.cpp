@@ -257,11 +257,13 @@ TEST_CASE("validate_plan refuses the cp plans it does not lower", "[plan][cp]") 
   windowed.sliding_window = 128;
   refuses(windowed, cp_plan(2, CpComm::kP2p), "cp_comm (--cp-comm-type)");
   validate_plan(cp_plan(2, CpComm::kAllToAll), windowed, std::nullopt, "test");
-  ModelSpec moe = model;
-  moe.experts = 4;
-  moe.experts_per_token = 2;
-  moe.expert_ffn_hidden = 256;
-  refuses(moe, cp_plan(2, CpComm::kP2p), "cp (--cp)");
+  // MoE models take cp (tests/sim/expert_parallel_test.cpp); latent attention does not yet.
+  ModelSpec latent = model;
+  latent.kv_lora_rank = 64;
+  latent.qk_nope_head_dim = 32;
+  latent.qk_rope_head_dim = 16;
+  latent.v_head_dim = 32;
+  refuses(latent, cp_plan(2, CpComm::kP2p), "cp (--cp)");
   ParallelPlan sp = cp_plan(2, CpComm::kP2p, 4);
   sp.sequence_parallel = true;
   sp.seq_len = 20;  // 2 cp = 4 divides it, cp x tp = 8 does not

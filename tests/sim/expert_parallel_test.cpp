@@ -81,13 +81,14 @@ TEST_CASE("every expert-parallel plan of a grid compiles to a valid graph, folde
         for (const MoeDispatcher dispatcher :
              {MoeDispatcher::kAllGather, MoeDispatcher::kAllToAll}) {
           ParallelPlan plan = ep_plan(ep * (variant % 2 + 1), ep, tp, pp, dispatcher);
+          plan.cp = variant % 3 == 1 ? 2 : 1;
           plan.grouped_gemm = variant % 2 == 0;
           plan.zero_stage = variant % 3;
           plan.moe_imbalance = variant % 4 == 0 ? 3 : 1;
           plan.overlap.grad_reduce = plan.overlap.param_gather = plan.zero_stage > 0;
           ++variant;
-          INFO("dp " << plan.dp << " ep " << ep << " tp " << tp << " pp " << pp << " "
-                     << to_string(dispatcher) << " zero " << plan.zero_stage << " imbalance "
+          INFO("dp " << plan.dp << " ep " << ep << " cp " << plan.cp << " tp " << tp << " pp " << pp
+                     << " " << to_string(dispatcher) << " zero " << plan.zero_stage << " imbalance "
                      << plan.moe_imbalance);
           test::check_folded_and_full(model, plan);
         }
@@ -165,13 +166,14 @@ TEST_CASE("folded and full expert-parallel graphs agree within 1% on step time",
     for (const double imbalance : {1.0, 3.0}) {
       ParallelPlan plan = ep_plan(8, 4, 2, 2, dispatcher);
       plan.moe_imbalance = imbalance;
+      plan.cp = imbalance > 1 ? 2 : 1;  // and context parallelism beside the experts
       plan.zero_stage = 1;
       const double folded =
           simulate(test::compile_checked(model, plan, GraphMode::kFolded, "dgx-h100")).step_time_s;
       const SimResult full =
           simulate(test::compile_checked(model, plan, GraphMode::kFull, "dgx-h100"));
-      INFO(to_string(dispatcher) << " imbalance " << imbalance << ": folded " << folded
-                                 << " s, full " << full.step_time_s << " s");
+      INFO(to_string(dispatcher) << " imbalance " << imbalance << " cp " << plan.cp << ": folded "
+                                 << folded << " s, full " << full.step_time_s << " s");
       CHECK(std::abs(folded / full.step_time_s - 1) <= 0.01);
       CHECK(full.comm_s.ep > 0);
     }
