@@ -74,18 +74,8 @@ TEST_CASE("every MoE plan of a grid compiles to a valid graph, folded and full",
 // Adam states). That is not within 0.5% of the peak: 0.9% at tp 1, a mechanism rather than an
 // error.
 TEST_CASE("a one-expert top-1 MoE has the dense model's FLOPs and memory", "[plan][moe]") {
-  ModelSpec dense = test::small_model(4, 4096, 32, 128256, 4096);
-  dense.norm = NormKind::kRmsNorm;
-  dense.mlp = MlpKind::kSwiGlu;
-  dense.position = PositionKind::kRotary;
-  dense.kv_heads = 8;
-  dense.ffn_hidden = 14336;
-  dense.qkv_bias = dense.out_bias = dense.linear_bias = false;
-  dense.dropout = false;
-  ModelSpec moe = dense;
-  moe.experts = 1;
-  moe.experts_per_token = 1;
-  moe.expert_ffn_hidden = dense.ffn_hidden;
+  const ModelSpec dense = test::llama3_8b_layers(4);
+  const ModelSpec moe = test::one_expert_moe(dense);
   for (const int64_t tp : {1, 2}) {
     for (const MoeDispatcher dispatcher : {MoeDispatcher::kAllGather, MoeDispatcher::kAllToAll}) {
       ParallelPlan plan = test::make_plan(1, tp, 1, 1, 2, 4096);

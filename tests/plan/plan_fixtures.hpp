@@ -44,6 +44,29 @@ inline CompiledPlan compile_checked(const ModelSpec& model, const ParallelPlan& 
   return compile_plan(model, load_cluster(cluster), plan, mode);
 }
 
+// Llama 3 8B's layer shape (h 4096, 32 heads over 8 key-value heads, SwiGLU FFN 14336, vocab
+// 128256, RMSNorm, rotary) in `layers` layers, without biases or dropout.
+inline ModelSpec llama3_8b_layers(int64_t layers) {
+  ModelSpec m = small_model(layers, 4096, 32, 128256, 4096);
+  m.norm = NormKind::kRmsNorm;
+  m.mlp = MlpKind::kSwiGlu;
+  m.position = PositionKind::kRotary;
+  m.kv_heads = 8;
+  m.ffn_hidden = 14336;
+  m.qkv_bias = m.out_bias = m.linear_bias = false;
+  m.dropout = false;
+  return m;
+}
+
+// `dense` as an MoE of one expert, as wide as its FFN, that every token takes (top-1).
+inline ModelSpec one_expert_moe(const ModelSpec& dense) {
+  ModelSpec moe = dense;
+  moe.experts = 1;
+  moe.experts_per_token = 1;
+  moe.expert_ffn_hidden = dense.ffn_hidden;
+  return moe;
+}
+
 // Compiles `plan` folded and full: both graphs pass the validator (data hazards included), with
 // the same model FLOPs and peak memory.
 inline void check_folded_and_full(const ModelSpec& model, const ParallelPlan& plan) {

@@ -208,18 +208,8 @@ TEST_CASE("imbalanced routing slows the step", "[sim][moe][ep]") {
 // mechanism; at tp 2 the difference stays under 1.5%.
 TEST_CASE("a one-expert top-1 MoE steps as the dense model plus its routing and permutations",
           "[sim][moe]") {
-  ModelSpec dense = test::small_model(4, 4096, 32, 128256, 4096);
-  dense.norm = NormKind::kRmsNorm;
-  dense.mlp = MlpKind::kSwiGlu;
-  dense.position = PositionKind::kRotary;
-  dense.kv_heads = 8;
-  dense.ffn_hidden = 14336;
-  dense.qkv_bias = dense.out_bias = dense.linear_bias = false;
-  dense.dropout = false;
-  ModelSpec moe = dense;
-  moe.experts = 1;
-  moe.experts_per_token = 1;
-  moe.expert_ffn_hidden = dense.ffn_hidden;
+  const ModelSpec dense = test::llama3_8b_layers(4);
+  const ModelSpec moe = test::one_expert_moe(dense);
   const ClusterSpec cluster = load_cluster("dgx-h100");
   const DeviceEfficiency efficiency = efficiency_for(cluster.device, std::nullopt);
   for (const int64_t tp : {1, 2}) {
