@@ -151,12 +151,8 @@ int64_t peak_memory_lower_bound_bytes(const ModelSpec& model, const ParallelPlan
   // What one micro-batch leaves stored on each stage: its layers', dense and MoE.
   const int64_t dense = stored_layer_activation_bytes(model, plan, false);
   const int64_t moe = model.moe() ? stored_layer_activation_bytes(model, plan, true) : 0;
-  std::vector<int64_t> stored(static_cast<size_t>(plan.pp), 0);
-  const std::vector<ChunkLayers> chunks = chunk_layout(plan, model);
-  for (size_t v = 0; v < chunks.size(); ++v) {
-    for (int64_t l = chunks[v].first; l < chunks[v].first + chunks[v].count; ++l)
-      stored[v % static_cast<size_t>(plan.pp)] += model.is_moe_layer(l) ? moe : dense;
-  }
+  const std::vector<int64_t> stored = sum_over_stage_layers(
+      plan, model, [&](int64_t l) { return model.is_moe_layer(l) ? moe : dense; });
   const int64_t micro_batches = plan.micro_batches();
   int64_t peak = 0;
   for (int64_t s = 0; s < plan.pp; ++s) {

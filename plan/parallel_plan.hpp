@@ -233,6 +233,18 @@ struct ChunkLayers {
 std::vector<ChunkLayers> chunk_layout(const ParallelPlan& plan, const ModelSpec& model);
 ChunkLayers chunk_layers(const ParallelPlan& plan, const ModelSpec& model, int64_t stage,
                          int64_t chunk);
+// Per pipeline stage, the sum of `of_layer(l)` over the global layers l of its chunks.
+template <typename OfLayer>
+std::vector<int64_t> sum_over_stage_layers(const ParallelPlan& plan, const ModelSpec& model,
+                                           OfLayer of_layer) {
+  std::vector<int64_t> sums(static_cast<size_t>(plan.pp), 0);
+  const std::vector<ChunkLayers> chunks = chunk_layout(plan, model);
+  for (size_t v = 0; v < chunks.size(); ++v) {
+    for (int64_t l = chunks[v].first; l < chunks[v].first + chunks[v].count; ++l)
+      sums[v % static_cast<size_t>(plan.pp)] += of_layer(l);
+  }
+  return sums;
+}
 
 // Selective recompute rebuilds the attention scores (Korthikanti et al. 2022), which only the
 // unfused attention stores; under flash attention there is nothing left to recompute, and

@@ -78,27 +78,10 @@ ShardSizes shard_sizes(const ModelSpec& model, const ParallelPlan& plan) {
   return sizes;
 }
 
-namespace {
-
-// Per stage, the sum of `of_layer` over the stage's layers.
-template <typename OfLayer>
-std::vector<int64_t> sum_over_stage_layers(const ModelSpec& model, const ParallelPlan& plan,
-                                           OfLayer of_layer) {
-  std::vector<int64_t> sums(static_cast<size_t>(plan.pp), 0);
-  const std::vector<ChunkLayers> chunks = chunk_layout(plan, model);
-  for (size_t v = 0; v < chunks.size(); ++v) {
-    for (int64_t l = chunks[v].first; l < chunks[v].first + chunks[v].count; ++l)
-      sums[v % static_cast<size_t>(plan.pp)] += of_layer(l);
-  }
-  return sums;
-}
-
-}  // namespace
-
 std::vector<int64_t> stage_parameters(const ModelSpec& model, const ParallelPlan& plan) {
   const ShardSizes sizes = shard_sizes(model, plan);
   std::vector<int64_t> params =
-      sum_over_stage_layers(model, plan, [&](int64_t l) { return sizes.of_layer(model, l); });
+      sum_over_stage_layers(plan, model, [&](int64_t l) { return sizes.of_layer(model, l); });
   params.front() += sizes.embedding;
   params.back() += sizes.head;
   return params;
@@ -107,7 +90,7 @@ std::vector<int64_t> stage_parameters(const ModelSpec& model, const ParallelPlan
 std::vector<int64_t> stage_expert_parameters(const ModelSpec& model, const ParallelPlan& plan) {
   const ShardSizes sizes = shard_sizes(model, plan);
   return sum_over_stage_layers(
-      model, plan, [&](int64_t l) { return model.is_moe_layer(l) ? sizes.moe_layer_experts : 0; });
+      plan, model, [&](int64_t l) { return model.is_moe_layer(l) ? sizes.moe_layer_experts : 0; });
 }
 
 }  // namespace strata

@@ -164,12 +164,8 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
                        backward(op.loss) + backward(op.lm_head) + backward(op.final_norm)};
   const std::vector<int64_t> stage_layers = layers_per_stage(plan, model_);
   // Of each stage's layers, the MoE ones.
-  std::vector<int64_t> stage_moe_layers(static_cast<size_t>(plan.pp), 0);
-  const std::vector<ChunkLayers> chunks = chunk_layout(plan, model_);
-  for (size_t v = 0; v < chunks.size(); ++v) {
-    for (int64_t l = chunks[v].first; l < chunks[v].first + chunks[v].count; ++l)
-      stage_moe_layers[v % static_cast<size_t>(plan.pp)] += model_.is_moe_layer(l) ? 1 : 0;
-  }
+  const std::vector<int64_t> stage_moe_layers = sum_over_stage_layers(
+      plan, model_, [&](int64_t l) { return int64_t{model_.is_moe_layer(l)}; });
   const int64_t micro_batches = plan.micro_batches();
 
   // A stage's data-parallel collectives (plan/step_lowering.cpp), by ZeRO stage: gradient buckets

@@ -20,14 +20,8 @@ const CpComm kCpComms[] = {CpComm::kP2p, CpComm::kAllGather, CpComm::kAllToAll};
 // A Llama-style model of 4 layers (RMSNorm, SwiGLU, rotary positions, no dropout), with 8 query
 // and `kv_heads` key/value heads, whose every tp x cp up to 8 divides the heads (a2a).
 ModelSpec llama_style(int64_t kv_heads = 8) {
-  ModelSpec m = test::small_model(4, 256, 8, 512, 4096);
+  ModelSpec m = test::small_llama(4, 256, 8, 512, 4096);
   m.kv_heads = kv_heads;
-  m.norm = NormKind::kRmsNorm;
-  m.mlp = MlpKind::kSwiGlu;
-  m.position = PositionKind::kRotary;
-  m.qkv_bias = m.out_bias = m.linear_bias = false;
-  m.dropout = false;
-  m.tied_embeddings = false;
   return m;
 }
 

@@ -16,13 +16,7 @@ namespace {
 // and, with `q_latent`, a query latent of 96. With `moe`, DeepSeek's layout of experts: the first
 // layer dense, the others 4 routed experts of 128 (top 2) and a shared one.
 ModelSpec mla_model(bool q_latent, bool moe = false) {
-  ModelSpec m = test::small_model(4, 256, 4, 512, 128);
-  m.norm = NormKind::kRmsNorm;
-  m.mlp = MlpKind::kSwiGlu;
-  m.position = PositionKind::kRotary;
-  m.qkv_bias = m.out_bias = m.linear_bias = false;
-  m.tied_embeddings = false;
-  m.dropout = false;
+  ModelSpec m = test::small_llama(4, 256, 4, 512, 128);
   m.ffn_hidden = 512;
   m.q_lora_rank = q_latent ? 96 : 0;
   m.kv_lora_rank = 64;

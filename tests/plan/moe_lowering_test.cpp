@@ -15,13 +15,7 @@ namespace {
 // A Llama-style MoE of 4 layers, the first dense: 4 experts of 256, 2 per token, and a shared
 // expert of 256 behind Qwen-MoE's gate when `shared`.
 ModelSpec moe_model(bool shared) {
-  ModelSpec m = test::small_model(4, 128, 4, 256, 128);
-  m.norm = NormKind::kRmsNorm;
-  m.mlp = MlpKind::kSwiGlu;
-  m.position = PositionKind::kRotary;
-  m.qkv_bias = m.out_bias = m.linear_bias = false;
-  m.dropout = false;
-  m.tied_embeddings = false;
+  ModelSpec m = test::small_llama(4, 128, 4, 256, 128);
   m.experts = 4;
   m.experts_per_token = 2;
   m.expert_ffn_hidden = 256;

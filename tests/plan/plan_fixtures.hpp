@@ -44,17 +44,27 @@ inline CompiledPlan compile_checked(const ModelSpec& model, const ParallelPlan& 
   return compile_plan(model, load_cluster(cluster), plan, mode);
 }
 
-// Llama 3 8B's layer shape (h 4096, 32 heads over 8 key-value heads, SwiGLU FFN 14336, vocab
-// 128256, RMSNorm, rotary) in `layers` layers, without biases or dropout.
-inline ModelSpec llama3_8b_layers(int64_t layers) {
-  ModelSpec m = small_model(layers, 4096, 32, 128256, 4096);
+// small_model's sizes in Llama's layer: RMSNorm, SwiGLU, rotary positions, no biases, no
+// dropout, an LM head of its own.
+inline ModelSpec small_llama(int64_t layers, int64_t hidden, int64_t heads, int64_t vocab,
+                             int64_t max_seq) {
+  ModelSpec m = small_model(layers, hidden, heads, vocab, max_seq);
   m.norm = NormKind::kRmsNorm;
   m.mlp = MlpKind::kSwiGlu;
   m.position = PositionKind::kRotary;
-  m.kv_heads = 8;
-  m.ffn_hidden = 14336;
   m.qkv_bias = m.out_bias = m.linear_bias = false;
   m.dropout = false;
+  m.tied_embeddings = false;
+  return m;
+}
+
+// Llama 3 8B's layer shape (h 4096, 32 heads over 8 key-value heads, SwiGLU FFN 14336, vocab
+// 128256) in `layers` layers, its LM head tied to the embedding.
+inline ModelSpec llama3_8b_layers(int64_t layers) {
+  ModelSpec m = small_llama(layers, 4096, 32, 128256, 4096);
+  m.kv_heads = 8;
+  m.ffn_hidden = 14336;
+  m.tied_embeddings = true;
   return m;
 }
 
