@@ -31,7 +31,11 @@ std::string plan_line(const ParallelPlan& p) {
   std::string axes = fmt::format("dp {} x tp {} x pp {}", p.dp, p.tp, p.pp);
   if (p.vpp > 1) axes += fmt::format(" x vpp {}", p.vpp);
   if (p.cp > 1) axes += fmt::format(" x cp {} ({})", p.cp, to_string(p.cp_comm));
-  if (p.ep > 1) axes += fmt::format(", ep {} of dp", p.ep);
+  if (p.ep > 1 && p.tp_outer() > 1) {
+    axes += fmt::format(", ep {} of tp / etp {} x dp", p.ep, p.tp_outer());
+  } else if (p.ep > 1) {
+    axes += fmt::format(", ep {} of dp", p.ep);
+  }
   return fmt::format(
       "{}, zero {}, micro-batch {}, global batch {} ({} micro-batches), seq {}, {}, recompute "
       "{}{}, {}",
@@ -211,26 +215,38 @@ std::string upper_name(Axis axis) {
 
 std::string layout_table(const CompiledPlan& c) {
   const RankLayout layout(c.plan, c.cluster.gpus_per_node);
-  // The rank order's axes: dp, tp, pp, and cp and ep where the plan splits along them.
+  // The rank order's axes: dp, tp, pp, and cp and ep where the plan splits along them (tp-outer,
+  // inside tp, unnamed).
   std::vector<std::string> order;
   for (const Axis axis : layout.axes().order) {
     const bool shown = axis == Axis::kDp || axis == Axis::kTp || axis == Axis::kPp;
-    if (shown || layout.size(axis) > 1) order.push_back(upper_name(axis));
+    if (axis != Axis::kTpOuter && (shown || layout.size(axis) > 1))
+      order.push_back(upper_name(axis));
   }
   std::string out = fmt::format("rank layout ({} innermost, then {})\n", order.front(),
                                 fmt::join(order.begin() + 1, order.end(), ", then "));
-  // Columns: dp, pp, tp, then cp and ep where present.
-  std::vector<Axis> columns = {Axis::kDp, Axis::kPp, Axis::kTp};
+  // Columns: dp, pp, tp (the dense TP rank), then cp, ep (the expert-parallel rank) and, with
+  // etp < tp, the expert-TP rank where present.
+  const int64_t outer = layout.size(Axis::kTpOuter);
+  std::vector<std::string> names = {"dp", "pp", "tp"};
   for (const Axis axis : {Axis::kCp, Axis::kEp}) {
-    if (layout.size(axis) > 1) columns.push_back(axis);
+    if (layout.size(axis) * (axis == Axis::kEp ? outer : 1) > 1)
+      names.emplace_back(to_string(axis));
   }
+  if (outer > 1) names.emplace_back("etp");
   out += fmt::format("{:>6} {:>5} {:>4}", "rank", "node", "gpu");
-  for (const Axis axis : columns) out += fmt::format(" {:>4}", to_string(axis));
+  for (const std::string& name : names) out += fmt::format(" {:>4}", name);
   out += "\n";
   for (int64_t rank = 0; rank < layout.world_size(); ++rank) {
     const RankCoord r = layout.coord(rank);
+    const auto value = [&](const std::string& name) {
+      if (name == "tp") return r.tp + layout.size(Axis::kTp) * r.tp_outer;
+      if (name == "ep") return r.tp_outer + outer * r.ep;
+      if (name == "etp") return r.tp;
+      return r[*parse_axis(name)];
+    };
     out += fmt::format("{:>6} {:>5} {:>4}", rank, r.node, r.gpu);
-    for (const Axis axis : columns) out += fmt::format(" {:>4}", r[axis]);
+    for (const std::string& name : names) out += fmt::format(" {:>4}", value(name));
     out += "\n";
   }
   return out;

@@ -86,6 +86,7 @@ std::string plan_differences(const ParallelPlan& a, const ParallelPlan& b) {
   field("pp", a.pp, b.pp);
   field("vpp", a.vpp, b.vpp);
   field("ep", a.ep, b.ep);
+  field("etp", a.expert_tp(), b.expert_tp());
   field("cp", a.cp, b.cp);
   field("schedule", std::string(to_string(a.schedule)), std::string(to_string(b.schedule)));
   field("micro-batch", a.micro_batch, b.micro_batch);
@@ -137,7 +138,7 @@ std::string why_line(const SearchReportInputs& in, const PlanOutcome& best,
   return text;
 }
 
-// An MoE model's table has an ep column (after pp), a search over cp a cp column; a dense
+// An MoE model's table has ep and etp columns (after pp), a search over cp a cp column; a dense
 // model's is as it was.
 bool shows_ep(const SearchReportInputs& in) { return in.space.model.moe(); }
 bool shows_cp(const SearchReportInputs& in) { return in.space.stack.cp > 1; }
@@ -145,7 +146,7 @@ bool shows_cp(const SearchReportInputs& in) { return in.space.stack.cp > 1; }
 std::string table_header(const SearchReportInputs& in) {
   std::string header = fmt::format("{:>4} {:>6} {:>4} {:>3} {:>3}", "#", "gpus", "dp", "tp", "pp");
   if (shows_cp(in)) header += fmt::format(" {:>3}", "cp");
-  if (shows_ep(in)) header += fmt::format(" {:>3}", "ep");
+  if (shows_ep(in)) header += fmt::format(" {:>3} {:>3}", "ep", "etp");
   header += fmt::format(
       " {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:<15} {:>9} {:>10} "
       "{:>6} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}",
@@ -160,7 +161,7 @@ std::string table_row(const SearchReportInputs& in, size_t rank, const PlanOutco
   const PlanFigures& f = o.figures;
   std::string row = fmt::format("{:>4} {:>6} {:>4} {:>3} {:>3}", rank, p.gpus(), p.dp, p.tp, p.pp);
   if (shows_cp(in)) row += fmt::format(" {:>3}", p.cp);
-  if (shows_ep(in)) row += fmt::format(" {:>3}", p.ep);
+  if (shows_ep(in)) row += fmt::format(" {:>3} {:>3}", p.ep, p.expert_tp());
   row += fmt::format(
       " {:>3} {:<11} {:>3} {:>4} {:<9} {:>3} {:<15} {:>9.4g} "
       "{:>10.0f} {:>5.1f}% {:>5.1f}% {:>9.3f} {:>8} {:>8} {:>8} {:>8} {:>8.3g}",
@@ -235,6 +236,7 @@ std::string plan_cell(const ParallelPlan& p) {
   std::string axes = fmt::format("dp {} x tp {} x pp {}", p.dp, p.tp, p.pp);
   if (p.vpp > 1) axes += fmt::format(" x vpp {}", p.vpp);
   if (p.ep > 1) axes += fmt::format(" x ep {}", p.ep);
+  if (p.expert_tp() != p.tp) axes += fmt::format(" (etp {})", p.expert_tp());
   if (p.cp > 1) axes += fmt::format(" x cp {}", p.cp);
   return fmt::format("{}{}, {}, mb {}, zero {}, recompute {}{}{}", axes, split,
                      to_string(p.schedule), p.micro_batch, p.zero_stage, to_string(p.recompute),
@@ -294,7 +296,7 @@ std::string search_summary(const SearchReportInputs& in, const SearchResult& r) 
 
 std::string search_csv(const SearchReportInputs& in, const SearchResult& r) {
   std::string out =
-      "rank,gpus,dp,tp,pp,vpp,ep,cp,first_stage_layers,last_stage_layers,schedule,micro_batch,"
+      "rank,gpus,dp,tp,pp,vpp,ep,etp,cp,first_stage_layers,last_stage_layers,schedule,micro_batch,"
       "zero_stage,recompute,sequence_parallel,tp_comm_overlap,overlap_grad_reduce,"
       "overlap_param_gather,step_time_s,tokens_per_s,mfu,hfu,bubble_fraction,exposed_tp_s,exposed_"
       "pp_s,exposed_dp_s,"
@@ -308,8 +310,8 @@ std::string search_csv(const SearchReportInputs& in, const SearchResult& r) {
     const PlanFigures& f = o.figures;
     out += fmt::format(
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
-        "{},{},{},{}",
-        i + 1, p.gpus(), p.dp, p.tp, p.pp, p.vpp, p.ep, p.cp, p.first_stage_layers,
+        "{},{},{},{},{}",
+        i + 1, p.gpus(), p.dp, p.tp, p.pp, p.vpp, p.ep, p.expert_tp(), p.cp, p.first_stage_layers,
         p.last_stage_layers, to_string(p.schedule), p.micro_batch, p.zero_stage,
         to_string(p.recompute), p.sequence_parallel, p.overlap.tp_comm, p.overlap.grad_reduce,
         p.overlap.param_gather, f.step_time_s, f.tokens_per_s, f.mfu, f.hfu, f.bubble_fraction,

@@ -7,7 +7,7 @@ namespace strata {
 StepFlops step_flops(const TaskGraph& graph) {
   StepFlops flops;
   const auto replicas = static_cast<double>(graph.replicas_per_rank());
-  const auto tp = static_cast<double>(graph.size(Axis::kTp));
+  const auto tp = static_cast<double>(graph.axes().tp());
   for (const Task& t : graph.tasks()) {
     if (t.kind != TaskKind::kCompute || t.phase == Phase::kOptimizer) continue;
     const OpShape& op = graph.op(t.op);

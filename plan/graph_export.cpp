@@ -109,12 +109,16 @@ const char* dot_color(const Task& t) {
 std::string graph_to_json(const TaskGraph& graph) {
   std::string out;
   out.reserve(static_cast<size_t>(graph.size()) * 160 + 4096);
+  const ParallelAxes& axes = graph.axes();
   fmt::format_to(
       std::back_inserter(out),
       R"({{"format":"strata-task-graph","version":2,"mode":"{}","dp":{},"tp":{},"pp":{},"cp":{},)"
-      R"("ep":{},"rank_order":"{}",)",
-      to_string(graph.mode()), graph.size(Axis::kDp), graph.size(Axis::kTp), graph.size(Axis::kPp),
-      graph.size(Axis::kCp), graph.size(Axis::kEp), graph.axes().order_text());
+      R"("ep":{},)",
+      to_string(graph.mode()), axes.size(Axis::kDp), axes.tp(), axes.size(Axis::kPp),
+      axes.size(Axis::kCp), axes.size(Axis::kEp) * axes.size(Axis::kTpOuter));
+  if (axes.size(Axis::kTpOuter) > 1)
+    fmt::format_to(std::back_inserter(out), R"("etp":{},)", axes.size(Axis::kTp));
+  fmt::format_to(std::back_inserter(out), R"("rank_order":"{}",)", axes.order_text());
   out += "\n\"ranks\":[";
   for (size_t i = 0; i < graph.ranks().size(); ++i) {
     const GraphRank& r = graph.ranks()[i];

@@ -3,8 +3,10 @@
 // contract for a reader in another language, and Graphviz DOT (`--dot FILE.dot`) for looking at
 // small graphs. Both are deterministic: the same graph gives the same bytes.
 //
-// JSON: {"format": "strata-task-graph", "version": 2, "mode", "dp", "tp", "pp", "cp", "ep",
-//   "rank_order" ("tp-cp-ep-dp-pp", innermost first), "ranks": [{"rank", "stage"}], "ops":
+// JSON: {"format": "strata-task-graph", "version": 2, "mode", "dp" (the data-parallel ranks
+//   beside expert parallelism: dp / ep, or dp x tp / (etp x ep) with etp < tp), "tp", "pp", "cp",
+//   "ep", "etp" (only when below tp), "rank_order" ("tp-cp-ep-dp-pp", innermost first), "ranks":
+//   [{"rank", "stage"}], "ops":
 //   [{"kind", "function" (the kernel of a norm or an elementwise op: layernorm, rmsnorm,
 //   residual_add, gelu, swiglu, geglu, rotary, fp8_cast, latent_key_value, ...; default for the
 //   others), "direction", "dtype", "dims", "flops" (executed), "model_flops" (counted in MFU),

@@ -31,6 +31,9 @@ RankGroups rank_groups(const LoweringContext& ctx, TaskGraph& graph, int64_t ran
   const RankCoord c = layout.coord(rank);
   RankGroups groups;
   if (plan.tp > 1) groups.tp = along(GroupKind::kTp);
+  if (plan.expert_tp() > 1) {
+    groups.expert_tp = plan.expert_tp() == plan.tp ? groups.tp : along(GroupKind::kExpertTp);
+  }
   if (plan.cp > 1) groups.cp = along(GroupKind::kCp);
   if (plan.data_shards() > 1) groups.dp = along(GroupKind::kDp);
   if (plan.ep > 1) {
@@ -48,7 +51,7 @@ RankGroups rank_groups(const LoweringContext& ctx, TaskGraph& graph, int64_t ran
   if (plan.fp8 != Fp8Format::kNone && layout.axes().product(kReplicaAxes) > 1) {
     groups.stage = along(GroupKind::kStage);
   }
-  if (plan.zero_stage == 0 && plan.tp * plan.ep * plan.pp > 1) {
+  if (plan.zero_stage == 0 && plan.tp * plan.ep_from_dp() * plan.pp > 1) {
     groups.grad_norm = along(GroupKind::kModelParallel);
   } else if (plan.zero_stage > 0 && layout.world_size() > 1) {
     groups.grad_norm = along(GroupKind::kWorld);

@@ -137,7 +137,8 @@ struct RankGroups {
   int32_t cp = -1;
   int32_t dp = -1;
   int32_t ep = -1;         // an MoE layer's all-to-all token dispatcher's
-  int32_t tp_ep = -1;      // an MoE layer's all-gather token dispatcher's (tp x ep)
+  int32_t tp_ep = -1;      // an MoE layer's all-gather token dispatcher's (etp x ep)
+  int32_t expert_tp = -1;  // the experts' tensor-parallel group (tp's unless etp < tp)
   int32_t expert_dp = -1;  // the experts' weights kept apart: their gradient reduction
   int32_t embedding = -1;
   int32_t grad_norm = -1;

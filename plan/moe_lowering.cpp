@@ -9,8 +9,8 @@ namespace strata {
 
 namespace {
 
-// The all-gather dispatcher's collective over the tensor- and expert-parallel ranks (Megatron's
-// tp_ep group; the TP group at ep 1), or `dep` when that is the rank alone.
+// The all-gather dispatcher's collective over the expert-tensor- and expert-parallel ranks
+// (Megatron's tp_ep group, etp x ep; the TP group at ep 1), or `dep` when that is the rank alone.
 TaskId tp_ep_collective(const LoweringContext& ctx, RankState& state, CollectiveKind kind,
                         int64_t bytes, TaskId dep, std::initializer_list<TensorUse> uses) {
   if (ctx.plan.ep == 1) {
@@ -18,6 +18,15 @@ TaskId tp_ep_collective(const LoweringContext& ctx, RankState& state, Collective
   }
   return state.program.collective(TaskRole::kMoeDispatch, Stream::kTpComm, kind, state.groups.tp_ep,
                                   bytes, {dep}, uses);
+}
+
+// The all-to-all dispatcher's collective over the experts' tensor-parallel group (etp ranks:
+// Megatron-Core's expert tensor-parallel group, the TP group unless etp < tp), or `dep` at etp 1.
+TaskId expert_tp_collective(const LoweringContext& ctx, RankState& state, CollectiveKind kind,
+                            int64_t bytes, TaskId dep, std::initializer_list<TensorUse> uses) {
+  if (ctx.plan.expert_tp() == 1) return dep;
+  return state.program.collective(TaskRole::kMoeDispatch, Stream::kTpComm, kind,
+                                  state.groups.expert_tp, bytes, {dep}, uses);
 }
 
 // The all-to-all dispatcher's exchange over the expert-parallel ranks with its traffic matrix
@@ -53,6 +62,7 @@ TaskId LayerOps::moe_forward(TaskId mlp_in, TensorId mid) {
   const int64_t h = m_.hidden;
   const bool gather_dispatch = ctx_.plan.moe_dispatcher == MoeDispatcher::kAllGather;
   const bool tp = ctx_.plan.tp > 1;
+  const bool etp = ctx_.plan.expert_tp() > 1;
   const bool ep = ctx_.plan.ep > 1;
   const TensorId x = at(Slot::kUpIn);
   const TensorId probs = at(Slot::kRouterProbs);
@@ -71,22 +81,22 @@ TaskId LayerOps::moe_forward(TaskId mlp_in, TensorId mid) {
   if (gather_dispatch) {
     // Each token's h values and its E fp32 probabilities and 1-byte routing flags.
     const int64_t bytes = d.gathered_tokens * (e * h + 5 * m_.experts);
-    const TensorId gathered = tp || ep ? at(Slot::kMoeGathered) : x;
+    const TensorId gathered = etp || ep ? at(Slot::kMoeGathered) : x;
     ready = tp_ep_collective(ctx_, state_, CollectiveKind::kAllGather, bytes, routed,
                              {read(x), read(probs), write(gathered)});
     p_.compute(TaskRole::kMoePermute, op_.permute.forward, {ready},
                {read(gathered), read(probs), write(expert_in)});
   } else {
     // Permuted slots -> (ep) the rows of this rank's experts -> (tp) gathered over expert TP.
-    const TensorId dispatched = tp && ep ? at(Slot::kMoeDispatched) : expert_in;
-    const TensorId tokens = tp || ep ? at(Slot::kMoeTokens) : expert_in;
+    const TensorId dispatched = etp && ep ? at(Slot::kMoeDispatched) : expert_in;
+    const TensorId tokens = etp || ep ? at(Slot::kMoeTokens) : expert_in;
     const TaskId permuted = p_.compute(TaskRole::kMoePermute, op_.permute.forward, {},
                                        {read(x), read(probs), write(tokens)});
     const TaskId sent =
         ep_all_to_all(ctx_, state_, ctx_.moe_dispatch, permuted, {read(tokens), write(dispatched)});
     const TensorId received = ep ? dispatched : tokens;
-    ready = tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kAllGather,
-                          e * d.expert_rows * h, sent, {read(received), write(expert_in)});
+    ready = expert_tp_collective(ctx_, state_, CollectiveKind::kAllGather, e * d.expert_rows * h,
+                                 sent, {read(received), write(expert_in)});
   }
   const int64_t products = ctx_.plan.grouped_gemm ? 1 : d.local_experts;
   const auto experts = [&](TaskRole role, int32_t op, TensorId in, int weight_index, TensorId out,
@@ -105,7 +115,7 @@ TaskId LayerOps::moe_forward(TaskId mlp_in, TensorId mid) {
   // The experts' output, stored for the probabilities' gradient: under the all-to-all dispatcher
   // once back at the rank's token slots (after the expert-TP reduce-scatter).
   const TensorId expert_out = at(Slot::kExpertOut);
-  const TensorId proj = gather_dispatch || !(tp || ep) ? expert_out : at(Slot::kExpertProj);
+  const TensorId proj = gather_dispatch || !(etp || ep) ? expert_out : at(Slot::kExpertProj);
   experts(TaskRole::kExpertDown, op_.experts_down.forward, at(Slot::kExpertDownIn),
           lp_.experts_down_w, proj, kNoTask);
   const TaskId projected = p_.last_compute();
@@ -113,17 +123,17 @@ TaskId LayerOps::moe_forward(TaskId mlp_in, TensorId mid) {
   TaskId routed_out = kNoTask;
   if (gather_dispatch) {
     // Unpermute into the gathered tokens' partial sums, then reduce-scatter them back.
-    const TensorId out = tp || ep ? at(Slot::kMoeOut) : rows;
+    const TensorId out = etp || ep ? at(Slot::kMoeOut) : rows;
     const TaskId unpermuted = p_.compute(TaskRole::kMoePermute, op_.unpermute.forward, {},
                                          {read(expert_out), read(probs), write(out)});
     routed_out = tp_ep_collective(ctx_, state_, CollectiveKind::kReduceScatter,
                                   e * d.gathered_tokens * h, unpermuted, {read(out), write(rows)});
   } else {
     // (tp) reduce-scattered over expert TP -> (ep) back to the rank's token slots.
-    const TensorId reduced = ep ? (tp ? at(Slot::kMoeDispatched) : proj) : expert_out;
+    const TensorId reduced = ep ? (etp ? at(Slot::kMoeDispatched) : proj) : expert_out;
     const TaskId back =
-        tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kReduceScatter,
-                      e * d.expert_rows * h, projected, {read(proj), write(reduced)});
+        expert_tp_collective(ctx_, state_, CollectiveKind::kReduceScatter, e * d.expert_rows * h,
+                             projected, {read(proj), write(reduced)});
     const TaskId returned =
         ep_all_to_all(ctx_, state_, ctx_.moe_combine, back, {read(reduced), write(expert_out)});
     routed_out = p_.compute(TaskRole::kMoePermute, op_.unpermute.forward, {returned},
@@ -179,7 +189,7 @@ void LayerOps::moe_backward(TensorId dout, TaskId grad_in) {
   const int64_t e = bytes_per_element(ctx_.plan.dtype);
   const int64_t h = m_.hidden;
   const bool gather_dispatch = ctx_.plan.moe_dispatcher == MoeDispatcher::kAllGather;
-  const bool tp = ctx_.plan.tp > 1;
+  const bool etp = ctx_.plan.expert_tp() > 1;
   const bool ep = ctx_.plan.ep > 1;
   const TensorId x = at(Slot::kUpIn);
   const TensorId probs = at(Slot::kRouterProbs);
@@ -232,7 +242,7 @@ void LayerOps::moe_backward(TensorId dout, TaskId grad_in) {
   const TensorId dexpert_out = at(Slot::kDExpertOut);
   TaskId ready = kNoTask;
   if (gather_dispatch) {
-    const TensorId dgathered = tp || ep ? at(Slot::kDMoeGathered) : dout;
+    const TensorId dgathered = etp || ep ? at(Slot::kDMoeGathered) : dout;
     const TaskId gathered =
         tp_ep_collective(ctx_, state_, CollectiveKind::kAllGather, e * d.gathered_tokens * h,
                          grad_in, {read(dout), write(dgathered)});
@@ -241,16 +251,16 @@ void LayerOps::moe_backward(TensorId dout, TaskId grad_in) {
                         write(dexpert_out), write(dprobs)});
   } else {
     // The combine's way in reverse: token slots -> (ep) the experts' rows -> (tp) gathered.
-    const TensorId dtokens = tp || ep ? at(Slot::kDMoeTokens) : dexpert_out;
-    const TensorId dispatched = tp && ep ? at(Slot::kDMoeDispatched) : dexpert_out;
+    const TensorId dtokens = etp || ep ? at(Slot::kDMoeTokens) : dexpert_out;
+    const TensorId dispatched = etp && ep ? at(Slot::kDMoeDispatched) : dexpert_out;
     const TaskId unpermuted = p_.compute(
         TaskRole::kMoePermute, op_.unpermute.backward, {grad_in},
         {read(dout), read(at(Slot::kExpertOut)), read(probs), write(dtokens), write(dprobs)});
     const TaskId sent = ep_all_to_all(ctx_, state_, ctx_.moe_dispatch, unpermuted,
                                       {read(dtokens), write(dispatched)});
     const TensorId received = ep ? dispatched : dtokens;
-    ready = tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kAllGather,
-                          e * d.expert_rows * h, sent, {read(received), write(dexpert_out)});
+    ready = expert_tp_collective(ctx_, state_, CollectiveKind::kAllGather, e * d.expert_rows * h,
+                                 sent, {read(received), write(dexpert_out)});
   }
   const int64_t products = ctx_.plan.grouped_gemm ? 1 : d.local_experts;
   const auto experts = [&](TaskRole role, int32_t op, TensorId dout_of, TensorId saved_in,
@@ -276,7 +286,7 @@ void LayerOps::moe_backward(TensorId dout, TaskId grad_in) {
   const Access into = dx_written ? Access::kUpdate : Access::kWrite;
   TaskId permuted = kNoTask;
   if (gather_dispatch) {
-    const bool spread = tp || ep;
+    const bool spread = etp || ep;
     const TensorId dgathered = spread ? at(Slot::kDMoeGathered) : dx;
     const TaskId scattered =
         p_.compute(TaskRole::kMoePermute, op_.permute.backward, {},
@@ -287,11 +297,11 @@ void LayerOps::moe_backward(TensorId dout, TaskId grad_in) {
                                 {read(dgathered), TensorUse{dx, into}});
   } else {
     // The dispatch's way in reverse: (tp) reduce-scattered -> (ep) back to the token slots.
-    const TensorId dtokens = tp || ep ? at(Slot::kDMoeTokens) : dexpert_in;
-    const TensorId reduced = ep ? (tp ? at(Slot::kDMoeDispatched) : dexpert_in) : dtokens;
+    const TensorId dtokens = etp || ep ? at(Slot::kDMoeTokens) : dexpert_in;
+    const TensorId reduced = ep ? (etp ? at(Slot::kDMoeDispatched) : dexpert_in) : dtokens;
     const TaskId scattered =
-        tp_collective(ctx_, state_, TaskRole::kMoeDispatch, CollectiveKind::kReduceScatter,
-                      e * d.expert_rows * h, upped, {read(dexpert_in), write(reduced)});
+        expert_tp_collective(ctx_, state_, CollectiveKind::kReduceScatter, e * d.expert_rows * h,
+                             upped, {read(dexpert_in), write(reduced)});
     const TaskId returned =
         ep_all_to_all(ctx_, state_, ctx_.moe_combine, scattered, {read(reduced), write(dtokens)});
     permuted = p_.compute(TaskRole::kMoePermute, op_.permute.backward, {returned},

@@ -21,12 +21,14 @@ const char* to_string(Axis axis) {
       return "dp";
     case Axis::kPp:
       return "pp";
+    case Axis::kTpOuter:
+      return "tp-outer";
   }
   return "?";
 }
 
 std::optional<Axis> parse_axis(std::string_view name) {
-  for (const Axis axis : kAllAxes) {
+  for (const Axis axis : kNamedAxes) {
     if (name == to_string(axis)) return axis;
   }
   return std::nullopt;
@@ -53,7 +55,9 @@ PerAxis ParallelAxes::coords(int64_t rank) const {
 
 std::string ParallelAxes::order_text() const {
   std::vector<const char*> names;
-  for (const Axis axis : order) names.push_back(to_string(axis));
+  for (const Axis axis : order) {
+    if (axis != Axis::kTpOuter) names.push_back(to_string(axis));
+  }
   return fmt::format("{}", fmt::join(names, "-"));
 }
 
@@ -79,9 +83,10 @@ std::array<Axis, kAxisCount> parse_rank_order(std::string_view text, const std::
     listed.push_back(*axis);
     begin = end + 1;
   }
-  for (const Axis axis : kMegatronOrder) {
+  for (const Axis axis : kNamedAxes) {
     if (std::find(listed.begin(), listed.end(), axis) == listed.end()) listed.push_back(axis);
   }
+  listed.insert(std::find(listed.begin(), listed.end(), Axis::kTp) + 1, Axis::kTpOuter);
   std::array<Axis, kAxisCount> order{};
   std::copy(listed.begin(), listed.end(), order.begin());
   return order;

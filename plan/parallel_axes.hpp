@@ -4,7 +4,15 @@
 // (pipeline). A plan gives each a size, and the rank layout (plan/rank_layout.hpp) lays the ranks
 // out over them in an order, innermost first: Megatron-Core's default "tp-cp-ep-dp-pp"
 // (megatron/core/parallel_state.py, initialize_model_parallel's `order`), TP innermost so that TP
-// peers share a node. ep is present at size 1 until the plan compiler gives it meaning.
+// peers share a node.
+//
+// Where the experts split over fewer TP ranks than the dense layers (expert tensor parallelism
+// etp < tp), Megatron-Core lays the MoE layers' ranks out on a grid of their own, etp innermost,
+// then ep: each TP group's tp / etp blocks of etp ranks belong to different expert-parallel ranks
+// (parallel_state.py's expert RankGenerator). The tp axis then holds the expert-TP coordinate
+// (size etp) and the axis tp-outer, always just outside it in the order, the rest (size tp / etp):
+// the dense TP group spans both, the expert-TP group tp alone, the expert-parallel group tp-outer
+// and ep. tp-outer has size 1 otherwise, and no name in a rank order or a report.
 
 #include <array>
 #include <cstdint>
@@ -15,12 +23,17 @@
 
 namespace strata {
 
-enum class Axis : uint8_t { kTp, kCp, kEp, kDp, kPp };
-inline constexpr int kAxisCount = 5;
+enum class Axis : uint8_t { kTp, kCp, kEp, kDp, kPp, kTpOuter };
+inline constexpr int kAxisCount = 6;
 inline constexpr std::array<Axis, kAxisCount> kAllAxes = {Axis::kTp, Axis::kCp, Axis::kEp,
-                                                          Axis::kDp, Axis::kPp};
+                                                          Axis::kDp, Axis::kPp, Axis::kTpOuter};
+// The axes a rank order names and reports break communication down by: every axis but tp-outer,
+// whose groups' communication is the dense or expert TP's.
+inline constexpr std::array<Axis, 5> kNamedAxes = {Axis::kTp, Axis::kCp, Axis::kEp, Axis::kDp,
+                                                   Axis::kPp};
 // Megatron-Core's default rank order, innermost first.
-inline constexpr std::array<Axis, kAxisCount> kMegatronOrder = kAllAxes;
+inline constexpr std::array<Axis, kAxisCount> kMegatronOrder = {
+    Axis::kTp, Axis::kTpOuter, Axis::kCp, Axis::kEp, Axis::kDp, Axis::kPp};
 
 // A set of axes, one bit per Axis.
 using AxisMask = uint8_t;
@@ -34,7 +47,7 @@ constexpr AxisMask axes_mask(std::initializer_list<Axis> axes) {
 }
 constexpr bool has_axis(AxisMask mask, Axis axis) { return (mask & axis_bit(axis)) != 0; }
 inline constexpr AxisMask kEveryAxis =
-    axes_mask({Axis::kTp, Axis::kCp, Axis::kEp, Axis::kDp, Axis::kPp});
+    axes_mask({Axis::kTp, Axis::kCp, Axis::kEp, Axis::kDp, Axis::kPp, Axis::kTpOuter});
 // Every axis but pp: the ranks one rank of a folded graph stands for.
 inline constexpr AxisMask kReplicaAxes = static_cast<AxisMask>(kEveryAxis & ~axis_bit(Axis::kPp));
 
@@ -42,10 +55,17 @@ const char* to_string(Axis axis);
 std::optional<Axis> parse_axis(std::string_view name);
 
 // The member of `fields` (a struct with members tp, cp, ep, dp and pp: a rank's coordinates,
-// communication seconds) along `axis`.
+// communication seconds) along `axis`; tp-outer's is its own member where `fields` has one
+// (coordinates), else tp's (communication).
 template <typename Fields>
 auto& along(Fields& fields, Axis axis) {
   switch (axis) {
+    case Axis::kTpOuter:
+      if constexpr (requires { fields.tp_outer; }) {
+        return fields.tp_outer;
+      } else {
+        return fields.tp;
+      }
     case Axis::kTp:
       return fields.tp;
     case Axis::kCp:
@@ -67,7 +87,7 @@ inline int64_t at(const PerAxis& values, Axis axis) { return values[static_cast<
 
 // The axes of a plan: a size each, and the order ranks are laid out in, innermost first.
 struct ParallelAxes {
-  PerAxis sizes = {1, 1, 1, 1, 1};
+  PerAxis sizes = {1, 1, 1, 1, 1, 1};
   std::array<Axis, kAxisCount> order = kMegatronOrder;
 
   int64_t size(Axis axis) const { return at(sizes, axis); }
@@ -77,14 +97,17 @@ struct ParallelAxes {
   int64_t product(AxisMask axes) const;
   // The coordinates of `rank` along each axis (plan/rank_layout.hpp has the numbering).
   PerAxis coords(int64_t rank) const;
-  // "tp-cp-ep-dp-pp".
+  // Tensor parallelism of the dense layers: tp x tp-outer.
+  int64_t tp() const { return size(Axis::kTp) * size(Axis::kTpOuter); }
+  // "tp-cp-ep-dp-pp" (tp-outer unnamed).
   std::string order_text() const;
 
   bool operator==(const ParallelAxes&) const = default;
 };
 
-// Parses a rank order, innermost first, as "tp-cp-ep-dp-pp" or "dp-tp-pp": each axis at most
-// once; axes left out follow the listed ones in Megatron-Core's order. Throws InputError naming
+// Parses a rank order, innermost first, as "tp-cp-ep-dp-pp" or "dp-tp-pp": each named axis at
+// most once; axes left out follow the listed ones in Megatron-Core's order, and tp-outer follows
+// tp. Throws InputError naming
 // `where` and `field` on an unknown or repeated axis.
 std::array<Axis, kAxisCount> parse_rank_order(std::string_view text, const std::string& where,
                                               const std::string& field);

@@ -20,28 +20,49 @@ std::string divisors_of(int64_t n) {
   return fmt::format("{}", fmt::join(found, ", "));
 }
 
+// Expert tensor parallelism below tp: the experts' grid takes ep from the tp / etp TP ranks that
+// do not split an expert before data parallelism (Megatron-Core's expert RankGenerator lays out
+// etp, then ep). The plan compiler lays ep over all of those TP ranks, so ep is a multiple of
+// tp / etp; Megatron-Core also takes an ep below that, or one spanning cp, which Strata refuses.
+void validate_expert_tp(const ParallelPlan& plan, const std::string& where) {
+  const int64_t etp = plan.expert_tp();
+  if (etp > plan.tp || plan.tp % etp != 0) {
+    throw InputError(
+        where, "etp (--etp)",
+        fmt::format("expert tensor parallelism {} does not divide tp {}", etp, plan.tp),
+        fmt::format("use an etp among {}", divisors_of(plan.tp)));
+  }
+  if (plan.ep % plan.tp_outer() != 0) {
+    throw InputError(
+        where, "ep (--ep)",
+        fmt::format("with etp {} < tp {}, expert parallelism spans the tp / etp = {} TP ranks "
+                    "that hold different experts, and ep {} is not a multiple of {}",
+                    etp, plan.tp, plan.tp_outer(), plan.ep, plan.tp_outer()),
+        fmt::format("use an ep that is a multiple of {}, or etp {}", plan.tp_outer(), plan.tp));
+  }
+}
+
 // What the plan compiler lowers of an MoE model so far, and Megatron's own rules for MoE plans.
 void validate_moe_plan(const ParallelPlan& plan, const ModelSpec& model, const std::string& where) {
   const auto fail = [&](const char* field, const std::string& problem, const std::string& fix) {
     throw InputError(where, field, problem, fix);
   };
-  if (plan.expert_tp() != plan.tp) {
-    fail("etp (--etp)",
-         fmt::format("expert tensor parallelism {} differs from tp {}, which the plan compiler "
-                     "does not lower yet",
-                     plan.expert_tp(), plan.tp),
-         "drop --etp (the experts then split over tp, Megatron's default)");
-  }
   if (model.experts % plan.ep != 0) {
     fail("ep (--ep)", fmt::format("{} does not divide the {} experts", plan.ep, model.experts),
          fmt::format("use an ep among {}", divisors_of(model.experts)));
   }
   const int64_t etp = plan.expert_tp();
-  if (model.expert_ffn_hidden % etp != 0 || model.shared_expert_ffn_hidden % plan.tp != 0) {
+  if (model.expert_ffn_hidden % etp != 0) {
+    fail(plan.etp > 0 ? "etp (--etp)" : "tp (--tp)",
+         fmt::format("expert tensor parallelism {} does not divide the routed experts' width {}",
+                     etp, model.expert_ffn_hidden),
+         "choose an etp (by default tp) that divides expert_ffn_hidden");
+  }
+  if (model.shared_expert_ffn_hidden % plan.tp != 0) {
     fail("tp (--tp)",
-         fmt::format("tp {} does not divide the experts' widths ({} routed, {} shared)", plan.tp,
-                     model.expert_ffn_hidden, model.shared_expert_ffn_hidden),
-         "choose a tp that divides expert_ffn_hidden and shared_expert_ffn_hidden");
+         fmt::format("tp {} does not divide the shared experts' width {}", plan.tp,
+                     model.shared_expert_ffn_hidden),
+         "choose a tp that divides shared_expert_ffn_hidden");
   }
   // Megatron-LM's arguments.py: "When using MoE and tensor parallelism, sequence parallelism
   // must be used."
@@ -165,10 +186,11 @@ void validate_latent_attention_plan(const ParallelPlan& plan, const ModelSpec& m
 
 ParallelAxes ParallelPlan::axes() const {
   ParallelAxes axes;
-  at(axes.sizes, Axis::kTp) = tp;
+  at(axes.sizes, Axis::kTp) = tp / tp_outer();
+  at(axes.sizes, Axis::kTpOuter) = tp_outer();
   at(axes.sizes, Axis::kCp) = cp;
-  at(axes.sizes, Axis::kEp) = ep;
-  at(axes.sizes, Axis::kDp) = dp / ep;
+  at(axes.sizes, Axis::kEp) = ep_from_dp();
+  at(axes.sizes, Axis::kDp) = dp / ep_from_dp();
   at(axes.sizes, Axis::kPp) = pp;
   axes.order = rank_order;
   return axes;
@@ -263,16 +285,23 @@ void validate_plan(const ParallelPlan& plan, const ModelSpec& model,
     throw InputError(where, field, problem, fix);
   };
   validate_plan_sizes(plan, where);
-  if (plan.dp % plan.ep != 0) {
-    fail("ep (--ep)",
-         fmt::format("expert parallelism is carved out of data parallelism, and ep {} does not "
-                     "divide dp {}",
-                     plan.ep, plan.dp),
-         fmt::format("use an ep among {}", divisors_of(plan.dp)));
-  }
   if (!model.moe() && (plan.ep > 1 || plan.etp > 0)) {
     fail(plan.ep > 1 ? "ep (--ep)" : "etp (--etp)",
          fmt::format("{} has no experts to split", model.name), "drop --ep and --etp");
+  }
+  if (plan.etp > 0) validate_expert_tp(plan, where);
+  if (plan.dp % plan.ep_from_dp() != 0) {
+    const int64_t outer = plan.tp_outer();
+    fail("ep (--ep)",
+         outer > 1 ? fmt::format("expert parallelism spans the tp / etp = {} TP ranks that hold "
+                                 "different experts, then data parallelism, and ep {} / {} does "
+                                 "not divide dp {}",
+                                 outer, plan.ep, outer, plan.dp)
+                   : fmt::format("expert parallelism is carved out of data parallelism, and ep "
+                                 "{} does not divide dp {}",
+                                 plan.ep, plan.dp),
+         outer > 1 ? fmt::format("use an ep among {} x ({})", outer, divisors_of(plan.dp))
+                   : fmt::format("use an ep among {}", divisors_of(plan.dp)));
   }
   if (!model.moe() && plan.moe_imbalance != 1) {
     fail("moe_imbalance (--moe-imbalance)",

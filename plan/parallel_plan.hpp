@@ -106,8 +106,10 @@ enum class CpComm : uint8_t { kP2p, kAllGather, kAllToAll };
 
 struct ParallelPlan {
   // Data-parallel replicas of the dense layers (Megatron's data-parallel size: the GPUs over
-  // tp x cp x pp). Expert parallelism is carved out of it (ep divides dp): the axes lay out ep and
-  // dp / ep (axes()), and the experts' own data parallelism is dp / ep (x cp).
+  // tp x cp x pp). Expert parallelism is carved out of it (ep divides dp), and with expert tensor
+  // parallelism etp < tp also out of the TP ranks the experts do not split over: ep spans
+  // tp / etp of them and ep_from_dp() data-parallel ranks (axes()); the experts' own data
+  // parallelism is dp / ep_from_dp() (x cp).
   int64_t dp = 1;
   int64_t tp = 1;
   int64_t pp = 1;
@@ -182,12 +184,20 @@ struct ParallelPlan {
   int64_t gpus() const { return dp * tp * pp * cp; }
   // Tensor parallelism inside each expert (etp, or tp when unset).
   int64_t expert_tp() const { return etp > 0 ? etp : tp; }
+  // The TP ranks of a dense TP group that hold different experts: tp / etp (1 unless etp < tp
+  // divides tp; validate_plan refuses other etp).
+  int64_t tp_outer() const {
+    const int64_t etp_ = expert_tp();
+    return etp_ < tp && tp % etp_ == 0 ? tp / etp_ : 1;
+  }
+  // The expert-parallel ranks carved out of data parallelism: ep / tp_outer().
+  int64_t ep_from_dp() const { return ep / tp_outer(); }
   // The ranks holding the same shard of a dense parameter, over which its gradient is reduced
   // and ZeRO shards it: dp x cp (Megatron-Core's data-parallel group with context parallelism).
   int64_t data_shards() const { return dp * cp; }
-  // The same for an expert's parameter: the experts' data parallelism dp / ep, x cp
-  // (Megatron-Core's expert-data-parallel group).
-  int64_t expert_data_shards() const { return dp / ep * cp; }
+  // The same for an expert's parameter: the experts' data parallelism dp / ep_from_dp(), x cp
+  // (Megatron-Core's expert-data-parallel group: tp x cp x dp / (etp x ep) ranks).
+  int64_t expert_data_shards() const { return dp / ep_from_dp() * cp; }
   // Micro-batches each pipeline runs per step (gradient-accumulation steps).
   int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
   int64_t tokens_per_step() const { return global_batch * seq_len; }

@@ -28,6 +28,7 @@ struct RankCoord {
   int64_t ep = 0;
   int64_t dp = 0;
   int64_t pp = 0;
+  int64_t tp_outer = 0;  // with etp < tp: the TP rank's etp block (parallel_axes.hpp)
   int64_t node = 0;
   int64_t gpu = 0;  // local GPU index within the node
 

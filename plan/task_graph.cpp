@@ -303,6 +303,8 @@ const char* to_string(GroupKind kind) {
       return "ep";
     case GroupKind::kTpEp:
       return "tp-ep";
+    case GroupKind::kExpertTp:
+      return "expert-tp";
     case GroupKind::kDp:
       return "dp";
     case GroupKind::kExpertDp:
@@ -322,13 +324,15 @@ const char* to_string(GroupKind kind) {
 AxisMask group_axes(GroupKind kind) {
   switch (kind) {
     case GroupKind::kTp:
-      return axis_bit(Axis::kTp);
+      return axes_mask({Axis::kTp, Axis::kTpOuter});
     case GroupKind::kCp:
       return axis_bit(Axis::kCp);
     case GroupKind::kEp:
-      return axis_bit(Axis::kEp);
+      return axes_mask({Axis::kTpOuter, Axis::kEp});
     case GroupKind::kTpEp:
-      return axes_mask({Axis::kTp, Axis::kEp});
+      return axes_mask({Axis::kTp, Axis::kTpOuter, Axis::kEp});
+    case GroupKind::kExpertTp:
+      return axis_bit(Axis::kTp);
     case GroupKind::kDp:
       return axes_mask({Axis::kCp, Axis::kEp, Axis::kDp});
     case GroupKind::kExpertDp:
@@ -336,7 +340,7 @@ AxisMask group_axes(GroupKind kind) {
     case GroupKind::kEmbedding:
       return axis_bit(Axis::kPp);
     case GroupKind::kModelParallel:
-      return axes_mask({Axis::kTp, Axis::kEp, Axis::kPp});
+      return axes_mask({Axis::kTp, Axis::kTpOuter, Axis::kEp, Axis::kPp});
     case GroupKind::kWorld:
       return kEveryAxis;
     case GroupKind::kStage:
@@ -348,6 +352,7 @@ AxisMask group_axes(GroupKind kind) {
 Axis reported_axis(GroupKind kind) {
   switch (kind) {
     case GroupKind::kTp:
+    case GroupKind::kExpertTp:
       return Axis::kTp;
     case GroupKind::kCp:
       return Axis::kCp;

@@ -76,10 +76,11 @@ enum class CollectiveKind : uint8_t {
 };
 // A group is formed along axes (plan/rank_layout.hpp): group_axes says which.
 enum class GroupKind : uint8_t {
-  kTp,    // tensor-parallel peers (one node)
-  kCp,    // context-parallel peers
-  kEp,    // expert-parallel peers
-  kTpEp,  // tensor- and expert-parallel peers (the all-gather token dispatcher's)
+  kTp,        // tensor-parallel peers (one node)
+  kCp,        // context-parallel peers
+  kEp,        // expert-parallel peers
+  kTpEp,      // tensor- and expert-parallel peers (the all-gather token dispatcher's)
+  kExpertTp,  // the experts' tensor-parallel peers (etp of them; the TP group unless etp < tp)
   // The ranks holding one shard of the dense layers (cp x ep x dp / ep: Megatron's data-parallel
   // group with context parallelism; the context-parallel ranks' gradients are summed with it).
   kDp,

@@ -17,7 +17,7 @@ std::vector<PerAxis> NetworkModel::images(AxisMask spanned) const {
   std::vector<PerAxis> shifts{PerAxis{}};
   if (graph_.mode() == GraphMode::kFull) return shifts;
   // The replica axes outermost first, so that the innermost (tp) varies fastest.
-  for (const Axis axis : {Axis::kDp, Axis::kEp, Axis::kCp, Axis::kTp}) {
+  for (const Axis axis : {Axis::kDp, Axis::kEp, Axis::kCp, Axis::kTpOuter, Axis::kTp}) {
     if (has_axis(spanned, axis)) continue;
     std::vector<PerAxis> longer;
     for (const PerAxis& shift : shifts) {

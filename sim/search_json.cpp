@@ -9,7 +9,7 @@ namespace {
 
 CommSeconds comm_from_json(const nlohmann::json& json) {
   CommSeconds comm;
-  for (const Axis axis : kAllAxes) comm[axis] = json.at(to_string(axis)).get<double>();
+  for (const Axis axis : kNamedAxes) comm[axis] = json.at(to_string(axis)).get<double>();
   return comm;
 }
 

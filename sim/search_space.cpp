@@ -86,27 +86,40 @@ std::vector<Overlap> overlaps(const ParallelPlan& stack, int64_t dp, int64_t zer
   return choices;
 }
 
-// Expert parallelism for an MoE model: each ep dividing both dp (Megatron carves ep out of it) and
-// the routed experts; a dense model has 1 only.
-std::vector<int64_t> expert_parallel_sizes(const ModelSpec& model, int64_t dp) {
-  if (!model.moe()) return {1};
-  std::vector<int64_t> sizes;
-  for (const int64_t ep : divisors(dp)) {
-    if (model.experts % ep == 0) sizes.push_back(ep);
+// How an MoE model's experts split: expert parallelism and expert tensor parallelism.
+struct ExpertSplit {
+  int64_t ep = 1;
+  int64_t etp = 0;  // 0: tp (Megatron's default)
+};
+
+// The expert splits of an MoE model on dp x tp ranks: each expert tensor parallelism etp dividing
+// tp (tp itself first), and each ep spanning the tp / etp TP ranks that hold different experts
+// times a divisor of dp (Megatron carves ep out of dp), dividing the routed experts; a dense
+// model has ep 1 alone.
+std::vector<ExpertSplit> expert_splits(const ModelSpec& model, int64_t dp, int64_t tp) {
+  if (!model.moe()) return {ExpertSplit{}};
+  std::vector<ExpertSplit> splits;
+  std::vector<int64_t> expert_tps = divisors(tp);
+  std::reverse(expert_tps.begin(), expert_tps.end());
+  for (const int64_t etp : expert_tps) {
+    for (const int64_t ep_from_dp : divisors(dp)) {
+      const int64_t ep = tp / etp * ep_from_dp;
+      if (model.experts % ep == 0) splits.push_back({ep, etp == tp ? 0 : etp});
+    }
   }
-  return sizes;
+  return splits;
 }
 
 // Every variant of a plan whose layout (gpus, tp, pp, schedule, micro-batch) is set: each ZeRO
-// stage the framework runs, expert parallelism, recompute policy, sequence parallelism and
-// overlap, each given to `consider`.
+// stage the framework runs, expert (tensor) parallelism, recompute policy, sequence parallelism
+// and overlap, each given to `consider`.
 template <typename Consider>
 void enumerate_variants(const SearchSpace& space, const ParallelPlan& layout, Consider consider) {
   const ParallelPlan& stack = space.stack;
   const int64_t dp = layout.dp;
   for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
     if (!framework_runs_zero_stage(stack.framework, zero)) continue;
-    for (const int64_t ep : expert_parallel_sizes(space.model, dp)) {
+    for (const ExpertSplit& experts : expert_splits(space.model, dp, layout.tp)) {
       for (const RecomputeKind recompute : {RecomputeKind::kNone, RecomputeKind::kSelective,
                                             RecomputeKind::kFull, RecomputeKind::kSelectiveOp}) {
         // Under flash attention selective recompute rebuilds nothing: the plan is none's.
@@ -121,7 +134,8 @@ void enumerate_variants(const SearchSpace& space, const ParallelPlan& layout, Co
           for (const Overlap& overlap : overlaps(stack, dp, zero, sequence_parallel)) {
             ParallelPlan plan = layout;
             plan.zero_stage = zero;
-            plan.ep = ep;
+            plan.ep = experts.ep;
+            plan.etp = experts.etp;
             plan.recompute = recompute;
             plan.recompute_layers = 0;
             plan.sequence_parallel = sequence_parallel;

@@ -47,7 +47,7 @@ TimeNs StepBoundModel::moe_dispatch_ns(const ParallelPlan& plan, const RankLayou
   const auto along = [&](GroupKind kind) { return layout.group(0, group_axes(kind)); };
   if (plan.moe_dispatcher == MoeDispatcher::kAllGather) {
     if (plan.tp * plan.ep == 1) return 0;
-    // The tokens gathered and their partial outputs reduce-scattered over tp x ep.
+    // The tokens gathered and their partial outputs reduce-scattered over etp x ep.
     const std::vector<int64_t> group = along(plan.ep > 1 ? GroupKind::kTpEp : GroupKind::kTp);
     const int64_t bytes = e * d.gathered_tokens * h;
     return collective_ns(CollectiveKind::kAllGather, group, plan.gpus(), bytes) +
@@ -59,8 +59,8 @@ TimeNs StepBoundModel::moe_dispatch_ns(const ParallelPlan& plan, const RankLayou
     ns += 2 * collective_ns(CollectiveKind::kAllToAll, along(GroupKind::kEp), plan.gpus(),
                             e * d.tokens * model_.experts_per_token * h);
   }
-  if (plan.tp > 1) {
-    const std::vector<int64_t> group = along(GroupKind::kTp);
+  if (plan.expert_tp() > 1) {
+    const std::vector<int64_t> group = along(GroupKind::kExpertTp);
     const int64_t bytes = e * d.expert_rows * h;
     ns += collective_ns(CollectiveKind::kAllGather, group, plan.gpus(), bytes) +
           collective_ns(CollectiveKind::kReduceScatter, group, plan.gpus(), bytes);

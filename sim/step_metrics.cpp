@@ -15,8 +15,8 @@ namespace {
 double seconds(TimeNs ns) { return static_cast<double>(ns) / static_cast<double>(kNsPerSecond); }
 
 // The order in which an instant of exposed communication is counted once: TP, CP, EP, PP, DP.
-constexpr std::array<Axis, kAxisCount> kExposureOrder = {Axis::kTp, Axis::kCp, Axis::kEp, Axis::kPp,
-                                                         Axis::kDp};
+constexpr std::array<Axis, kNamedAxes.size()> kExposureOrder = {Axis::kTp, Axis::kCp, Axis::kEp,
+                                                                Axis::kPp, Axis::kDp};
 
 // One graph rank's share of the step.
 struct RankTimeline {
@@ -166,7 +166,7 @@ SimResult summarize_step(const CompiledPlan& compiled, StepTimeline timeline,
   result.hfu = compiled.flops.hardware / (step_s * gpus * peak);
   for (const StageResult& stage : result.per_stage) {
     result.bubble_fraction = std::max(result.bubble_fraction, stage.bubble_fraction);
-    for (const Axis axis : kAllAxes) {
+    for (const Axis axis : kNamedAxes) {
       result.exposed_comm_s[axis] =
           std::max(result.exposed_comm_s[axis], stage.exposed_comm_s[axis]);
       result.comm_s[axis] = std::max(result.comm_s[axis], stage.comm_s[axis]);

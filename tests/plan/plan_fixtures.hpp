@@ -77,6 +77,16 @@ inline ModelSpec one_expert_moe(const ModelSpec& dense) {
   return moe;
 }
 
+// A Llama-style MoE of 4 layers (h 128), the first dense: 8 experts of 256, 2 per token.
+inline ModelSpec small_moe() {
+  ModelSpec m = small_llama(4, 128, 4, 256, 128);
+  m.experts = 8;
+  m.experts_per_token = 2;
+  m.expert_ffn_hidden = 256;
+  m.first_dense_layers = 1;
+  return m;
+}
+
 // Compiles `plan` folded and full: both graphs pass the validator (data hazards included), with
 // the same model FLOPs and peak memory.
 inline void check_folded_and_full(const ModelSpec& model, const ParallelPlan& plan) {

@@ -96,11 +96,11 @@ TEST_CASE("a rank order other than Megatron-Core's default", "[layout]") {
     CHECK(tp_pp_dp.rank_of(tp_pp_dp.coord(rank)) == rank);
 }
 
-// Every axis with a size: tp 2, cp 2, ep 2, dp 2, pp 2 in Megatron-Core's order have strides 1,
-// 2, 4, 8, 16 (the mixed-radix numbering), and a group along two axes has four members.
+// Every named axis with a size: tp 2, cp 2, ep 2, dp 2, pp 2 in Megatron-Core's order have
+// strides 1, 2, 4, 8, 16 (the mixed-radix numbering), and a group along two axes has four members.
 TEST_CASE("five axes number ranks as a mixed-radix number", "[layout]") {
   ParallelAxes axes;
-  axes.sizes = {2, 2, 2, 2, 2};
+  axes.sizes = {2, 2, 2, 2, 2, 1};  // tp, cp, ep, dp, pp; tp-outer 1
   const RankLayout layout(axes, 8);
   CHECK(layout.world_size() == 32);
   const RankCoord c = layout.coord(1 + 2 + 8 + 16);

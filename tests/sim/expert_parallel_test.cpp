@@ -18,15 +18,7 @@
 namespace strata {
 namespace {
 
-// A Llama-style MoE of 4 layers, the first dense: 8 experts of 256, 2 per token.
-ModelSpec moe_model() {
-  ModelSpec m = test::small_llama(4, 128, 4, 256, 128);
-  m.experts = 8;
-  m.experts_per_token = 2;
-  m.expert_ffn_hidden = 256;
-  m.first_dense_layers = 1;
-  return m;
-}
+ModelSpec moe_model() { return test::small_moe(); }
 
 ParallelPlan ep_plan(int64_t dp, int64_t ep, int64_t tp, int64_t pp, MoeDispatcher dispatcher) {
   ParallelPlan plan = test::make_plan(dp, tp, pp, 1, dp * 4, 64);

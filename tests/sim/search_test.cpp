@@ -125,21 +125,32 @@ TEST_CASE("the search keeps to the stack's framework", "[search][enumerate]") {
 }
 
 // Expert parallelism is enumerated for an MoE model (each ep dividing dp and the 8 experts of
-// Mixtral 8x7B: on 16 GPUs at tp 1 pp 1 dp 16 that is ep 1, 2, 4, 8), never for a dense one; cp
-// only up to the stack's cp (1 unless asked for): each cp dividing it, dp = gpus / (tp pp cp).
+// Mixtral 8x7B: on 16 GPUs at tp 1 pp 1 dp 16 that is ep 1, 2, 4, 8), and expert tensor
+// parallelism (each etp dividing tp, ep then a multiple of tp / etp: at tp 2 etp 2 and 1), never
+// for a dense one; cp only up to the stack's cp (1 unless asked for): each cp dividing it,
+// dp = gpus / (tp pp cp).
 TEST_CASE("the search enumerates ep for MoE models and cp up to the stack's",
           "[search][enumerate]") {
   SearchSpace moe = gpt2_space({16}, 32);
   moe.model = load_model(std::string(STRATA_SOURCE_DIR) + "/tests/models/data/mixtral-8x7b.json");
   std::set<int64_t> eps;
+  std::set<std::pair<int64_t, int64_t>> tp2_splits;  // (ep, etp) at tp 2, pp 1
   for (const ParallelPlan& plan : enumerate_plans(moe).plans) {
-    CHECK(plan.dp % plan.ep == 0);
+    CHECK(plan.dp % plan.ep_from_dp() == 0);
+    CHECK(plan.ep % plan.tp_outer() == 0);
     CHECK(plan.cp == 1);
     if (plan.tp == 1 && plan.pp == 1) eps.insert(plan.ep);
+    if (plan.tp == 2 && plan.pp == 1) tp2_splits.insert({plan.ep, plan.expert_tp()});
   }
   CHECK(eps == std::set<int64_t>{1, 2, 4, 8});
+  // dp 8 at tp 2: etp 2 with ep 1, 2, 4, 8; etp 1 with ep 2 x (1, 2, 4) (ep 16 > 8 experts).
+  CHECK(tp2_splits == std::set<std::pair<int64_t, int64_t>>{
+                          {1, 2}, {2, 2}, {4, 2}, {8, 2}, {2, 1}, {4, 1}, {8, 1}});
   SearchSpace dense = gpt2_space({8}, 16);
-  for (const ParallelPlan& plan : enumerate_plans(dense).plans) CHECK(plan.ep == 1);
+  for (const ParallelPlan& plan : enumerate_plans(dense).plans) {
+    CHECK(plan.ep == 1);
+    CHECK(plan.etp == 0);
+  }
   dense.stack.cp = 4;
   std::set<int64_t> cps;
   for (const ParallelPlan& plan : enumerate_plans(dense).plans) {
