@@ -91,7 +91,7 @@ class LayerGathers {
  private:
   void issue(int64_t layer) {
     state_.program.set_layer(static_cast<int32_t>(layer));
-    pending_.push_back(gather_params(ctx_, state_, layer_gather(state_, layer)));
+    pending_.push_back(gather_params(ctx_, state_, layer_gather(ctx_, state_, layer)));
   }
 
   // Whether the next layer to gather is still within the pass and not beyond `last`.
@@ -294,7 +294,7 @@ void PassLowering::forward(const PipelineWork& work) {
                     message_tag(plan, WorkKind::kForward, work.micro_batch, vs), Slot::kStream);
     state_.stream = state_.scratch_of(slots, Slot::kStream);
   } else {
-    const GatherSet set = embedding_gather(state_);
+    const GatherSet set = embedding_gather(ctx_, state_);
     const TaskId params = block_params(set, {ParamBlock::kEmbedding}, work);
     // The vocabulary shard's rows (and, on every TP rank, the positions), summed over TP.
     const TensorId out = state_.scratch_of(slots, Slot::kEmbedOut);
@@ -321,7 +321,7 @@ void PassLowering::forward(const PipelineWork& work) {
                                   work.micro_batch);
     }
     input = lower_layer_forward(ctx_, state_, layer, input, params);
-    release_params(ctx_, state_, layer_gather(state_, layer), input);
+    release_params(ctx_, state_, layer_gather(ctx_, state_, layer), input);
   }
   p.set_layer(-1);
   issued.emplace(state_);
@@ -457,7 +457,7 @@ void PassLowering::backward(const PipelineWork& work) {
   for (int64_t layer = last; layer >= first; --layer) {
     const TaskId params = gathers.take(layer);
     grad = lower_layer_backward(ctx_, state_, layer, grad, params);
-    release_params(ctx_, state_, layer_gather(state_, layer), grad);
+    release_params(ctx_, state_, layer_gather(ctx_, state_, layer), grad);
     sync_gradients(ctx_, state_, work.chunk, {ParamBlock::kLayer, layer}, last_pass, grad);
   }
   p.set_layer(-1);
@@ -473,7 +473,7 @@ void PassLowering::backward(const PipelineWork& work) {
       grad_in = tp_collective(ctx_, state_, TaskRole::kEmbedding, CollectiveKind::kAllGather,
                               ctx_.tp_message_bytes, grad_in, {read(state_.dstream), write(dout)});
     }
-    const GatherSet set = embedding_gather(state_);
+    const GatherSet set = embedding_gather(ctx_, state_);
     const TaskId params = gather_params(ctx_, state_, set);
     TaskUses uses{read(dout)};
     for (const TensorId t :

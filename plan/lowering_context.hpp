@@ -264,17 +264,24 @@ TaskId lower_layer_backward(const LoweringContext& ctx, RankState& state, int64_
 bool gathers_layer_parameters(const LoweringContext& ctx);
 // The parameters one ZeRO-3 gather covers: the rank's shards and the gathered tensors, a layer's,
 // the embedding's, or the head's (with the embedding's table when a tied head shares its stage).
+// The routed experts' weights kept apart (ep > 1) come last, `experts` of them, gathered over the
+// expert-data-parallel group; an MoE layer's others over the data-parallel one. Tensors that are
+// not gathered (BlockSpec::gathers) are not in the set.
 struct GatherSet {
   TensorIds shards;
   TensorIds gathered;
+  size_t experts = 0;
 };
-GatherSet layer_gather(RankState& state, int64_t layer);
-GatherSet embedding_gather(RankState& state);
+GatherSet layer_gather(const LoweringContext& ctx, RankState& state, int64_t layer);
+GatherSet embedding_gather(const LoweringContext& ctx, RankState& state);
 GatherSet head_gather(const LoweringContext& ctx, RankState& state);
 // ZeRO-3: allocate and all-gather a block's parameters, gated on the most recent release: issued
 // `prefetch_layers` layers ahead of the layer computing, at most prefetch_layers + 1 layers are
-// gathered at once. Under --offload-param the rank's shard is first copied up from host memory.
-// kNoTask without ZeRO-3.
+// gathered at once. An MoE layer with ep > 1 gathers in two parts on the dp-comm stream, as
+// torchtitan's FSDP2 units (the block over dp x cp, its experts over dp x cp / ep) and DeepSpeed's
+// expert-data-parallel partitions do: the rest of the layer over the data-parallel group, then
+// its experts over the expert-data-parallel group; the returned task ends after both. Under
+// --offload-param each part's shard is first copied up from host memory. kNoTask without ZeRO-3.
 TaskId gather_params(const LoweringContext& ctx, RankState& state, const GatherSet& set);
 void release_params(const LoweringContext& ctx, RankState& state, const GatherSet& set,
                     TaskId after);

@@ -278,7 +278,8 @@ BlockSpec::BlockSpec(const std::vector<ParamTensorSpec>& specs, const ParallelPl
     gathered_name.push_back(graph.add_tensor_name(p.name + " gathered"));
     const int64_t dp = p.expert ? plan.expert_data_shards() : plan.data_shards();
     expert.push_back(p.expert);
-    reduced.push_back(dp > 1);
+    micro_batch_apart.push_back(dp > 1 || plan.offload.optimizer);
+    gathers.push_back(plan.zero_stage >= 3 && (dp > 1 || plan.offload.params));
     const int64_t n = p.elements();
     const TensorShape whole{{p.rows, p.cols, 1, 1}, param_dtype};
     param.push_back(graph.add_shape(
@@ -307,8 +308,10 @@ BlockTensors make_block_tensors(RankProgram& program, const BlockSpec& spec, int
     block.params.push_back(
         program.tensor(TensorKind::kParameter, spec.name[i], spec.param[i], layer, -1, index));
     if (gathers) {
-      block.gathered.push_back(program.tensor(TensorKind::kParameter, spec.gathered_name[i],
-                                              spec.gathered[i], layer, -1, index));
+      block.gathered.push_back(spec.gathers[i]
+                                   ? program.tensor(TensorKind::kParameter, spec.gathered_name[i],
+                                                    spec.gathered[i], layer, -1, index)
+                                   : block.params.back());
     }
     block.grads.push_back(
         program.tensor(TensorKind::kGradient, spec.name[i], spec.grad[i], layer, -1, index));
@@ -325,7 +328,7 @@ const std::vector<TensorId>& BlockTensors::grads_of(RankProgram& program, const 
   if (added) {
     for (size_t i = 0; i < spec.name.size(); ++i) {
       found->second.push_back(
-          spec.reduced[i]
+          spec.micro_batch_apart[i]
               ? program.tensor(TensorKind::kGradient, spec.name[i], spec.micro_batch_grad[i], layer,
                                static_cast<int32_t>(micro_batch), static_cast<int16_t>(i))
               : grads[i]);

@@ -280,18 +280,24 @@ struct BlockSpec {
 
   std::vector<uint8_t> name, gathered_name;
   std::vector<int32_t> param, gathered, grad, micro_batch_grad, states;
-  // Per tensor: a routed expert's weight kept apart (ParamTensorSpec::expert), and whether its
-  // gradient is reduced over more than one rank (else ZeRO 2 and 3 add each micro-batch's
-  // gradient into the rank's own, which is the whole).
-  std::vector<uint8_t> expert, reduced;
+  // Per tensor: a routed expert's weight kept apart (ParamTensorSpec::expert); whether under
+  // ZeRO 2 and 3 each micro-batch's gradient is a tensor of its own, which leaves the GPU after
+  // the micro-batch: reduce-scattered over more than one rank, or copied to the host under
+  // --offload-optimizer (else each micro-batch's gradient adds into the rank's own, which is the
+  // whole); whether ZeRO 3 gathers it before use (sharded over more than one rank, or kept on the
+  // host under --offload-param; else, the experts' over one expert-data-parallel rank, compute
+  // reads the rank's own whole tensor).
+  std::vector<uint8_t> expert, micro_batch_apart, gathers;
 };
 
 // A parameter block's tensors on one rank, in layer_param_specs (embedding_, head_) order.
 struct BlockTensors {
-  std::vector<TensorId> params;    // the rank's parameters (its ZeRO-3 shard under ZeRO 3)
-  std::vector<TensorId> gathered;  // ZeRO 3: the gathered parameters, allocated per gather
-  std::vector<TensorId> grads;     // accumulated over the step's micro-batches (its shard, ZeRO 2+)
-  std::vector<TensorId> states;    // the optimizer's (its shard under ZeRO 1+)
+  std::vector<TensorId> params;  // the rank's parameters (its ZeRO-3 shard under ZeRO 3)
+  // ZeRO 3: the gathered parameters, allocated per gather; where BlockSpec::gathers is false,
+  // the rank's own parameter (params[i]), neither allocated nor gathered.
+  std::vector<TensorId> gathered;
+  std::vector<TensorId> grads;   // accumulated over the step's micro-batches (its shard, ZeRO 2+)
+  std::vector<TensorId> states;  // the optimizer's (its shard under ZeRO 1+)
   // ZeRO 2 and 3: per micro-batch, the gradient a backward produces and the bucket's
   // reduce-scatter reduces into the shard (created when first used).
   std::map<int64_t, std::vector<TensorId>> micro_batch_grads;
@@ -308,8 +314,8 @@ struct BlockTensors {
 };
 
 // Creates a block's tensors on `program`'s rank: parameters, gradients and optimizer states,
-// with gathered parameters when `gathers` (ZeRO 3) and per-micro-batch gradients when
-// `micro_batch_grads` (ZeRO 2 and 3).
+// with gathered parameters when `gathers` (ZeRO 3; those of BlockSpec::gathers) and
+// per-micro-batch gradients when `micro_batch_grads` (ZeRO 2 and 3).
 BlockTensors make_block_tensors(RankProgram& program, const BlockSpec& spec, int32_t layer,
                                 bool gathers, bool micro_batch_grads);
 

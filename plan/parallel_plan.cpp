@@ -89,15 +89,6 @@ void validate_moe_plan(const ParallelPlan& plan, const ModelSpec& model, const s
           "torchtitan's op-level selective recompute", "use --recompute selective or full");
   not_yet(plan.overlap.tp_comm, "tp_comm_overlap (--tp-comm-overlap)",
           "the TP communication overlap", "drop --tp-comm-overlap");
-  // Megatron-Core's distributed optimizer shards optimizer states and gradients; parameter
-  // sharding (FSDP's, ZeRO 3's) and ZeRO-Offload with the experts' own data-parallel group are
-  // not lowered.
-  const bool expert_parallel = plan.ep > 1;
-  not_yet(expert_parallel && plan.zero_stage == 3, "zero_stage (--zero)",
-          "ZeRO 3 with expert parallelism", "use --zero 1 or 2, or ep 1");
-  not_yet(expert_parallel && (plan.offload.optimizer || plan.offload.params),
-          "offload_optimizer (--offload-optimizer)", "offload with expert parallelism",
-          "drop --offload-optimizer and --offload-param, or use ep 1");
 }
 
 // What the context-parallel lowering (plan/cp_attention.cpp) needs: Megatron-Core's

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <span>
 
 #include "plan/framework.hpp"
 #include "plan/lowering_context.hpp"
@@ -13,11 +14,6 @@
 namespace strata {
 
 namespace {
-
-// This rank's share of `bytes` (a ZeRO shard over dp x cp).
-int64_t shard_of(const LoweringContext& ctx, int64_t bytes) {
-  return sharded(bytes, ctx.plan.data_shards());
-}
 
 // ZeRO 1 and 2 all-gather each bucket's updated parameters (16-bit) after the optimizer step.
 bool gathers_updated_parameters(const LoweringContext& ctx) {
@@ -32,6 +28,11 @@ const ParamBucket& bucket_of(const RankState& state, const RankBucket& bucket) {
 // data-parallel ranks, or the experts' for their weights kept apart.
 int32_t bucket_group(const RankState& state, const ParamBucket& bucket) {
   return bucket.experts ? state.groups.expert_dp : state.groups.dp;
+}
+
+// The ranks a bucket's ZeRO shards are spread over: dp x cp, or the experts' dp x cp / ep.
+int64_t bucket_shards(const LoweringContext& ctx, const ParamBucket& bucket) {
+  return bucket.experts ? ctx.plan.expert_data_shards() : ctx.plan.data_shards();
 }
 
 bool contains(const ParamBucket& bucket, ParamBlock block) {
@@ -198,21 +199,58 @@ std::vector<RankBucket> chunk_buckets(const LoweringContext& ctx, TaskGraph& gra
 
 namespace {
 
-GatherSet block_gather(const BlockTensors& block) {
-  return {{block.params.begin(), block.params.end()},
-          {block.gathered.begin(), block.gathered.end()}};
+// A block's gathered tensors (BlockSpec::gathers), the routed experts' last.
+GatherSet block_gather(const BlockTensors& block, const BlockSpec& spec) {
+  GatherSet set;
+  for (const bool experts : {false, true}) {
+    for (size_t i = 0; i < block.gathered.size(); ++i) {
+      if (!spec.gathers[i] || static_cast<bool>(spec.expert[i]) != experts) continue;
+      set.shards.push_back(block.params[i]);
+      set.gathered.push_back(block.gathered[i]);
+      if (experts) ++set.experts;
+    }
+  }
+  return set;
+}
+
+// One part of a ZeRO-3 gather, over `group` of `ranks` ranks: the gathered buffer allocated, the
+// rank's shard copied up from host memory under --offload-param, then all-gathered.
+TaskId gather_part(const LoweringContext& ctx, RankState& state, std::span<const TensorId> shards,
+                   std::span<const TensorId> gathered, int64_t ranks, int32_t group) {
+  RankProgram& p = state.program;
+  TaskId ready =
+      p.alloc(Stream::kDpComm, BufferClass::kGatheredParams, gathered, {state.last_gathered_free});
+  const int64_t bytes = p.graph().task(ready).bytes;
+  TaskUses uses;
+  for (const TensorId shard : shards) uses.push_back(read(shard));
+  if (ctx.plan.offload.params) {
+    // The shard comes up from host memory into its part of the gathered buffer.
+    TaskUses copy_uses;
+    for (const TensorId t : gathered) copy_uses.push_back(write(t));
+    ready = p.copy(TaskRole::kParamsToDevice, CopyDirection::kToDevice, sharded(bytes, ranks),
+                   {ready}, copy_uses);
+    uses.clear();
+    for (const TensorId t : gathered) uses.push_back(update(t));
+  } else {
+    for (const TensorId t : gathered) uses.push_back(write(t));
+  }
+  if (ranks == 1) return ready;
+  return p.collective(TaskRole::kParamGather, Stream::kDpComm, CollectiveKind::kAllGather, group,
+                      bytes, {ready}, uses);
 }
 
 }  // namespace
 
-GatherSet layer_gather(RankState& state, int64_t layer) {
-  return block_gather(state.layer_blocks[static_cast<size_t>(layer)]);
+GatherSet layer_gather(const LoweringContext& ctx, RankState& state, int64_t layer) {
+  return block_gather(state.layer_blocks[static_cast<size_t>(layer)], ctx.kind_of(layer).block);
 }
 
-GatherSet embedding_gather(RankState& state) { return block_gather(state.embedding_block); }
+GatherSet embedding_gather(const LoweringContext& ctx, RankState& state) {
+  return block_gather(state.embedding_block, ctx.embedding_block);
+}
 
 GatherSet head_gather(const LoweringContext& ctx, RankState& state) {
-  GatherSet set = block_gather(state.head_block);
+  GatherSet set = block_gather(state.head_block, ctx.head_block);
   // A tied LM head on the embedding's own stage uses the embedding's table: gathered with it.
   if (ctx.model.tied_embeddings && ctx.plan.pp == 1 && !state.embedding_block.gathered.empty()) {
     set.shards.push_back(state.embedding_block.params.front());
@@ -223,26 +261,15 @@ GatherSet head_gather(const LoweringContext& ctx, RankState& state) {
 
 TaskId gather_params(const LoweringContext& ctx, RankState& state, const GatherSet& set) {
   if (!gathers_layer_parameters(ctx)) return kNoTask;
-  RankProgram& p = state.program;
-  TaskId ready = p.alloc(Stream::kDpComm, BufferClass::kGatheredParams, set.gathered,
-                         {state.last_gathered_free});
-  const int64_t bytes = p.graph().task(ready).bytes;
-  TaskUses uses;
-  for (const TensorId shard : set.shards) uses.push_back(read(shard));
-  if (ctx.plan.offload.params) {
-    // The shard comes up from host memory into its part of the gathered buffer.
-    TaskUses copy_uses;
-    for (const TensorId t : set.gathered) copy_uses.push_back(write(t));
-    ready = p.copy(TaskRole::kParamsToDevice, CopyDirection::kToDevice, shard_of(ctx, bytes),
-                   {ready}, copy_uses);
-    uses.clear();
-    for (const TensorId t : set.gathered) uses.push_back(update(t));
-  } else {
-    for (const TensorId t : set.gathered) uses.push_back(write(t));
-  }
-  if (ctx.plan.data_shards() == 1) return ready;
-  return p.collective(TaskRole::kParamGather, Stream::kDpComm, CollectiveKind::kAllGather,
-                      state.groups.dp, bytes, {ready}, uses);
+  const size_t dense = set.gathered.size() - set.experts;
+  const auto part = [&](size_t first, size_t count, int64_t ranks, int32_t group) {
+    return gather_part(ctx, state, std::span<const TensorId>(set.shards).subspan(first, count),
+                       std::span<const TensorId>(set.gathered).subspan(first, count), ranks, group);
+  };
+  const TaskId gathered = part(0, dense, ctx.plan.data_shards(), state.groups.dp);
+  if (set.experts == 0) return gathered;
+  // The experts' part follows on the same stream: it ends after the rest of the layer's.
+  return part(dense, set.experts, ctx.plan.expert_data_shards(), state.groups.expert_dp);
 }
 
 void release_params(const LoweringContext& ctx, RankState& state, const GatherSet& set,
@@ -263,31 +290,42 @@ void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t chunk,
   for (const RankBucket& bucket : state.buckets[static_cast<size_t>(chunk)]) {
     const ParamBucket& blocks = bucket_of(state, bucket);
     const int32_t group = bucket_group(state, blocks);
-    if (group < 0 || !contains(blocks, block) || !completes(blocks, block)) continue;
+    // Under ZeRO-Offload the experts' gradients go to the host even where one rank holds them
+    // (one expert-data-parallel rank: nothing to reduce).
+    const bool copies_alone = group < 0 && blocks.experts && ctx.plan.offload.optimizer;
+    if ((group < 0 && !copies_alone) || !contains(blocks, block) || !completes(blocks, block))
+      continue;
     const CollectiveKind kind =
         zero == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
     const int64_t grad_bytes = state_bytes_per_parameter(ctx.plan.dtype, ctx.plan.precision).grads;
     const int64_t bytes = bucket.parameters * grad_bytes;
-    // Horovod's background thread launches the reduction at its next cycle.
-    const TaskId launch = ctx.ops.cycle_wait >= 0
-                              ? state.program.background_wait(ctx.ops.cycle_wait, {after})
-                              : after;
     // ZeRO 0 and 1 reduce the step's gradients in place; ZeRO 2 and 3 the micro-batch's, into
     // the rank's shard.
     const std::vector<BucketBlock> members = blocks_of(ctx, state, blocks);
+    TaskUses partials;
     TaskUses uses;
     for (const BucketBlock& b : members) {
-      if (zero >= 2) {
-        const std::vector<TensorId>& partial =
-            b.tensors->grads_of(state.program, *b.spec, state.program.micro_batch(), b.layer);
-        for (size_t i = 0; i < partial.size(); ++i) {
-          if (b.holds(i)) uses.push_back(read(partial[i]));
-        }
+      const std::vector<TensorId>& partial =
+          b.tensors->grads_of(state.program, *b.spec, state.program.micro_batch(), b.layer);
+      for (size_t i = 0; i < partial.size(); ++i) {
+        if (!b.holds(i)) continue;
+        partials.push_back(read(partial[i]));
+        if (zero >= 2) uses.push_back(read(partial[i]));
       }
       for (size_t i = 0; i < b.tensors->grads.size(); ++i) {
         if (b.holds(i)) uses.push_back(update(b.tensors->grads[i]));
       }
     }
+    if (copies_alone) {
+      // The micro-batch's gradients (ZeRO 2 and 3), or the step's (ZeRO 1), whole.
+      state.grad_syncs.push_back(state.program.copy(TaskRole::kGradToHost, CopyDirection::kToHost,
+                                                    bytes, {after}, partials));
+      continue;
+    }
+    // Horovod's background thread launches the reduction at its next cycle.
+    const TaskId launch = ctx.ops.cycle_wait >= 0
+                              ? state.program.background_wait(ctx.ops.cycle_wait, {after})
+                              : after;
     const TaskId reduce =
         state.program.bucket_collective(TaskRole::kGradSync, kind, group, bytes, bucket.index,
                                         std::initializer_list<TaskId>{launch}, uses);
@@ -297,7 +335,7 @@ void sync_gradients(const LoweringContext& ctx, RankState& state, int64_t chunk,
     state.grad_syncs.push_back(
         ctx.plan.offload.optimizer
             ? state.program.copy(TaskRole::kGradToHost, CopyDirection::kToHost,
-                                 shard_of(ctx, bytes), {reduce},
+                                 sharded(bytes, bucket_shards(ctx, blocks)), {reduce},
                                  bucket_uses(members, &BlockTensors::grads, Access::kRead))
             : reduce);
   }

@@ -244,8 +244,13 @@ TimeNs StepBoundModel::step_lower_bound_ns(const ParallelPlan& plan) {
     if (!plan.overlap.grad_reduce)
       blocking_ns = std::max(blocking_ns, stage_chain_ns + syncs_ns + optimizer_ns);
     TimeNs dp_ns = syncs_ns;
-    if (plan.zero_stage == 3)
-      dp_ns += 2 * plan.micro_batches() * layers * param_gather_ns(smallest_layer, false);
+    // ZeRO 3 gathers each layer before its forward and its backward: an MoE layer's experts
+    // kept apart in a gather of their own over the expert-data-parallel group.
+    if (plan.zero_stage == 3) {
+      dp_ns += 2 * plan.micro_batches() *
+               (layers * param_gather_ns(smallest_layer, false) +
+                moe_layers * param_gather_ns(sizes.moe_layer_experts, true));
+    }
     if (plan.zero_stage == 1 || plan.zero_stage == 2) dp_ns += gathers_ns;
     dp_stream_ns = std::max(dp_stream_ns, dp_ns);
   }

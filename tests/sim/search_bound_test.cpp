@@ -44,7 +44,7 @@ ParallelPlan plan_of(int64_t dp, int64_t tp, int64_t pp, ScheduleKind schedule, 
   return p;
 }
 
-// 30 small plans over both bounds' terms: tp 1/2/4/8 (TP collectives on the compute chain), pp
+// 32 small plans over both bounds' terms: tp 1/2/4/8 (TP collectives on the compute chain), pp
 // 1/2/4 under 1F1B, interleaved (vpp 2, 3, 4) and GPipe (fill, drain, stored micro-batches),
 // ZeRO 0-3 (DP stream and optimizer tail), recompute none/selective/full, sequence parallelism on
 // and off, micro-batch 1 and 2, layouts inside one node and across 2 or 4 nodes (8 GPUs per node),
@@ -88,7 +88,9 @@ std::vector<BoundCase> bound_cases() {
   cases.push_back(fp32);
   // MoE layers (their routed experts, shared experts and the experts' own data-parallel group):
   // Mixtral 8x7B and Qwen1.5-MoE (shared experts behind a gate, 60 experts) with expert
-  // parallelism under both dispatchers, and Mixtral at ep 1.
+  // parallelism under both dispatchers, and Mixtral at ep 1; ZeRO 3 with the experts gathered
+  // over their own 2 ranks (Mixtral, ep 4 of dp 8), and with them whole on each rank (Qwen, ep 4
+  // of dp 4).
   const auto moe = [&](const char* family, ParallelPlan plan, int64_t ep,
                        MoeDispatcher dispatcher) {
     plan.ep = ep;
@@ -103,6 +105,8 @@ std::vector<BoundCase> bound_cases() {
   moe("mixtral-8x7b", plan_of(2, 4, 4, k1f1b, 1, 0, kFull, true, 1, 8, 512), 1, kGather);
   moe("qwen1.5-moe-a2.7b", plan_of(8, 2, 1, k1f1b, 1, 2, kNone, true, 1, 16, 512), 4, kToAll);
   moe("qwen1.5-moe-a2.7b", plan_of(4, 1, 2, kGpipe, 1, 1, kSel, false, 2, 16, 512), 2, kGather);
+  moe("mixtral-8x7b", plan_of(8, 1, 2, k1f1b, 1, 3, kNone, false, 1, 16, 512), 4, kToAll);
+  moe("qwen1.5-moe-a2.7b", plan_of(4, 2, 1, k1f1b, 1, 3, kSel, true, 1, 8, 512), 4, kGather);
   return cases;
 }
 
