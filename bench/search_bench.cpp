@@ -4,8 +4,8 @@
 //      on the 2-core reference machine;
 //  (b) Llama 3 405B on 16,384 H100s, global batch 2048, seq 8192 (Llama 3's 16M tokens per step);
 //  (c) DeepSeek-V3 (without its MTP module) on 2048 H100s, global batch 4096, seq 4096, with
-//      Megatron-LM's all-to-all dispatcher and grouped GEMMs, ep enumerated: target < 60 s on the
-//      2-core reference machine.
+//      Megatron-LM's all-to-all dispatcher and grouped GEMMs, ep and etp enumerated: target < 60 s
+//      on the 2-core reference machine.
 // Prints the plans enumerated, refused, out of memory, skipped by the step-time bound, stopped at
 // the horizon and simulated, the wall time (and the part spent compiling and simulating), plans
 // compiled per second, and the best plan. Usage: strata_bench_search [a|b|c] [--jobs N]

@@ -32,7 +32,8 @@ std::string plan_line(const ParallelPlan& p) {
   if (p.vpp > 1) axes += fmt::format(" x vpp {}", p.vpp);
   if (p.cp > 1) axes += fmt::format(" x cp {} ({})", p.cp, to_string(p.cp_comm));
   if (p.ep > 1 && p.tp_outer() > 1) {
-    axes += fmt::format(", ep {} of tp / etp {} x dp", p.ep, p.tp_outer());
+    axes += fmt::format(", ep {} = {} of tp x {} of dp (etp {})", p.ep, p.tp_outer(),
+                        p.ep_from_dp(), p.expert_tp());
   } else if (p.ep > 1) {
     axes += fmt::format(", ep {} of dp", p.ep);
   }
