@@ -107,8 +107,7 @@ struct ParallelAxes {
 
 // Parses a rank order, innermost first, as "tp-cp-ep-dp-pp" or "dp-tp-pp": each named axis at
 // most once; axes left out follow the listed ones in Megatron-Core's order, and tp-outer follows
-// tp. Throws InputError naming
-// `where` and `field` on an unknown or repeated axis.
+// tp. Throws InputError naming `where` and `field` on an unknown or repeated axis.
 std::array<Axis, kAxisCount> parse_rank_order(std::string_view text, const std::string& where,
                                               const std::string& field);
 

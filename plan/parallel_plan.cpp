@@ -20,10 +20,10 @@ std::string divisors_of(int64_t n) {
   return fmt::format("{}", fmt::join(found, ", "));
 }
 
-// Expert tensor parallelism below tp: the experts' grid takes ep from the tp / etp TP ranks that
-// do not split an expert before data parallelism (Megatron-Core's expert RankGenerator lays out
-// etp, then ep). The plan compiler lays ep over all of those TP ranks, so ep is a multiple of
-// tp / etp; Megatron-Core also takes an ep below that, or one spanning cp, which Strata refuses.
+// Expert tensor parallelism below tp: the experts' grid lays out etp, then ep (Megatron-Core's
+// expert RankGenerator), so ep takes the tp / etp TP ranks that hold different experts before any
+// data-parallel ones. The plan compiler lays ep over all of those TP ranks, so ep is a multiple of
+// tp / etp; Megatron-Core also takes an ep below that, which Strata refuses.
 void validate_expert_tp(const ParallelPlan& plan, const std::string& where) {
   const int64_t etp = plan.expert_tp();
   if (etp > plan.tp || plan.tp % etp != 0) {

@@ -106,10 +106,10 @@ enum class CpComm : uint8_t { kP2p, kAllGather, kAllToAll };
 
 struct ParallelPlan {
   // Data-parallel replicas of the dense layers (Megatron's data-parallel size: the GPUs over
-  // tp x cp x pp). Expert parallelism is carved out of it (ep divides dp), and with expert tensor
-  // parallelism etp < tp also out of the TP ranks the experts do not split over: ep spans
-  // tp / etp of them and ep_from_dp() data-parallel ranks (axes()); the experts' own data
-  // parallelism is dp / ep_from_dp() (x cp).
+  // tp x cp x pp). Expert parallelism is carved out of it, and with expert tensor parallelism
+  // etp < tp also out of the TP ranks the experts do not split over: ep spans tp / etp of them and
+  // ep_from_dp() data-parallel ranks (axes()); the experts' own data parallelism is
+  // dp / ep_from_dp() (x cp).
   int64_t dp = 1;
   int64_t tp = 1;
   int64_t pp = 1;
