@@ -190,16 +190,11 @@ std::vector<PublishedRun> nemo_runs(const CsvTable& table) {
         "megatron-core (NeMo: distributed optimizer, overlapped gradients and "
         "parameters, sequence parallel and TP overlap with tp > 1, FP8 hybrid)";
     run.measured = {{RunMetric::kTokensPerSPerGpu, row.number("tokens_per_s_per_gpu")}};
-    const int64_t cp = row.count("cp");
-    if (cp > 1) {
-      run.not_modelled = fmt::format("context parallelism (cp {})", cp);
-      runs.push_back(std::move(run));
-      continue;
-    }
     ParallelPlan plan;
     plan.tp = row.count("tp");
     plan.pp = row.count("pp");
-    plan.dp = row.count("gpus") / (plan.tp * plan.pp);
+    plan.cp = row.count("cp");  // Megatron-Core's default --cp-comm-type p2p
+    plan.dp = row.count("gpus") / (plan.tp * plan.pp * plan.cp);
     plan.vpp = row.count("vp");
     if (plan.vpp > 1) plan.schedule = ScheduleKind::kInterleaved;
     plan.micro_batch = row.count("micro_batch_size");
