@@ -219,24 +219,40 @@ OpShape flash_attention_op_with_value_dim(int64_t b, int64_t s, int64_t heads, i
   return op;
 }
 
-// The same kernel on a block: q (b, heads, queries, d) against k and v (b, kv_heads, keys, d).
-// With queries = keys = s and pairs = causal_pairs(s, 0) it is flash_attention_op's op.
+// The same kernel on a block: q (b, heads, queries, d) against k (b, kv_heads, keys, d) and v
+// (b, kv_heads, keys, dv), dv = value_dim or d. With queries = keys = s and pairs =
+// causal_pairs(s, 0) it is flash_attention_op_with_value_dim's op: executed FLOPs 2 pairs b heads
+// (d + dv) forward and 2 pairs b heads (3d + 2dv) backward; Megatron's count of the block 2 b
+// queries keys heads (d + dv) forward; q and the output (d + dv wide) over the queries, k and v
+// over the keys, each with its gradient backward. With dv = d: 4 and 10 pairs b heads d, and
+// 4 b queries keys heads d.
 OpShape flash_attention_block_op(int64_t b, int64_t queries, int64_t keys, int64_t pairs,
                                  int64_t heads, int64_t head_dim, int64_t kv_heads,
                                  Direction direction, DType dtype) {
-  STRATA_ASSERT(b > 0 && queries > 0 && keys > 0 && heads > 0 && head_dim > 0 && kv_heads > 0,
+  return flash_attention_block_op_with_value_dim(b, queries, keys, pairs, heads, head_dim, kv_heads,
+                                                 direction, dtype, 0);
+}
+
+OpShape flash_attention_block_op_with_value_dim(int64_t b, int64_t queries, int64_t keys,
+                                                int64_t pairs, int64_t heads, int64_t head_dim,
+                                                int64_t kv_heads, Direction direction, DType dtype,
+                                                int64_t value_dim) {
+  STRATA_ASSERT(b > 0 && queries > 0 && keys > 0 && heads > 0 && head_dim > 0 && kv_heads > 0 &&
+                    value_dim >= 0,
                 "attention dimensions must be positive");
   STRATA_ASSERT(pairs > 0 && pairs <= queries * keys,
                 "a block evaluates at most every query against every key");
   const int64_t e = bytes_per_element(dtype);
   const bool forward = direction == Direction::kForward;
+  const int64_t dv = value_dim > 0 ? value_dim : head_dim;
   OpShape op{OpKind::kFlashAttention, direction, dtype, {b, queries, heads, head_dim}, 0, 0, 0};
-  op.flops = (forward ? 4 : 10) * pairs * b * heads * head_dim;
-  op.model_flops = 4 * b * queries * keys * heads * head_dim * backward_factor(direction);
+  op.flops = 2 * pairs * b * heads * (forward ? head_dim + dv : 3 * head_dim + 2 * dv);
+  op.model_flops = 2 * b * queries * keys * heads * (head_dim + dv) * backward_factor(direction);
   const int64_t lse = 4 * b * heads * queries;
-  const int64_t q_out = e * b * queries * head_dim * heads;  // q, or the output
-  const int64_t kv = e * b * keys * head_dim * kv_heads;     // k, or v
-  op.bytes = forward ? 2 * q_out + 2 * kv + lse : 4 * q_out + 4 * kv + 2 * lse;
+  const int64_t q_out = e * b * queries * heads * (head_dim + dv);  // q and the output
+  const int64_t kv = e * b * keys * kv_heads * (head_dim + dv);     // k and v
+  op.bytes = forward ? q_out + kv + lse : 2 * q_out + 2 * kv + 2 * lse;
+  op.value_dim = value_dim;
   return op;
 }
 

@@ -5,6 +5,10 @@
 // under the causal mask every rank does the same attention work; everything else in the layer
 // runs on the rank's s tokens. The communication runs on the rank's cp-comm stream over its cp
 // group; the attention kernels on the compute stream (plan/op_shapes.hpp has their shapes).
+// K, V, Q and the output have the model's head widths: with multi-head latent attention K and Q
+// are qk_nope_head_dim + qk_rope_head_dim and V and the output v_head_dim wide per head, as
+// Megatron-Core's MLA hands Transformer Engine's DotProductAttention k_channels and v_channels,
+// whose context-parallel functions exchange blocks of those widths.
 //
 //  - p2p (AttnFuncWithCPAndKVP2P): a ring of cp steps. Step 0 is the rank's queries over its own
 //    keys and values (causal), step j over the block of the rank j hops back on the ring. The
@@ -40,11 +44,30 @@ namespace strata {
 
 namespace {
 
-// The rank's K and V (e s b 2 kv / t bytes): what a ring hop carries.
+// The rank's K and V (e s b (kv + v) / t bytes, kv and v the key and value heads' widths summed,
+// each 2 kv_heads head_dim in all but latent attention, whose keys are nope + rope and values
+// v_head_dim wide per head): what a ring hop carries.
 int64_t kv_block_bytes(const LoweringContext& ctx) {
   const ParallelPlan& plan = ctx.plan;
-  return bytes_per_element(plan.dtype) * plan.local_seq_len() * plan.micro_batch * 2 *
-         ctx.model.kv_hidden() / plan.tp;
+  return bytes_per_element(plan.dtype) * plan.local_seq_len() * plan.micro_batch *
+         (ctx.model.kv_hidden() + ctx.model.v_hidden()) / plan.tp;
+}
+
+// Q, K and V on the rank's tokens (e s b (q + kv + v) / t bytes): what a2a moves to the heads
+// split and their gradients back.
+int64_t qkv_bytes(const LoweringContext& ctx) {
+  const ParallelPlan& plan = ctx.plan;
+  const int64_t tokens = plan.local_seq_len() * plan.micro_batch;
+  return bytes_per_element(plan.dtype) * tokens *
+         (ctx.model.q_hidden() / plan.tp +
+          (ctx.model.kv_hidden() + ctx.model.v_hidden()) / plan.tp);
+}
+
+// The attention's output on the rank's tokens (e s b heads value_head_dim / t bytes).
+int64_t output_bytes(const LoweringContext& ctx) {
+  const ParallelPlan& plan = ctx.plan;
+  return bytes_per_element(plan.dtype) * plan.local_seq_len() * plan.micro_batch *
+         (ctx.model.context_hidden() / plan.tp);
 }
 
 // An all-to-all over the cp group of `bytes` per member, spread evenly: each member sends
@@ -108,18 +131,14 @@ TaskId LayerOps::cp_attention_forward(const OpPair& op, TensorId qkv) {
                    DropSite::kProbabilities);
     }
     case CpComm::kAllToAll: {
-      const int64_t e = bytes_per_element(ctx_.plan.dtype);
-      const int64_t tokens = ctx_.plan.local_seq_len() * ctx_.plan.micro_batch;
-      const int64_t q = m_.q_hidden() / ctx_.plan.tp;
       const TensorId heads = at(Slot::kQkv);
       const TensorId out_heads = at(Slot::kOutHeads);
       const TaskId moved =
-          uniform_all_to_all(ctx_, state_, e * tokens * (q + 2 * m_.kv_hidden() / ctx_.plan.tp),
-                             ready, {read(qkv), write(heads)});
+          uniform_all_to_all(ctx_, state_, qkv_bytes(ctx_), ready, {read(qkv), write(heads)});
       const TaskId attended = draws(p_.compute(TaskRole::kAttention, op.forward, {moved},
                                                {read(heads), write(out_heads), write(lse)}),
                                     DropSite::kProbabilities);
-      return uniform_all_to_all(ctx_, state_, e * tokens * q, attended,
+      return uniform_all_to_all(ctx_, state_, output_bytes(ctx_), attended,
                                 {read(out_heads), write(out)});
     }
   }
@@ -211,22 +230,19 @@ TaskId LayerOps::cp_attention_backward(const OpPair& op) {
                            group, bytes, {attended}, {read(dgathered), update(dqkv)});
     }
     case CpComm::kAllToAll: {
-      const int64_t e = bytes_per_element(ctx_.plan.dtype);
-      const int64_t tokens = ctx_.plan.local_seq_len() * ctx_.plan.micro_batch;
-      const int64_t q = m_.q_hidden() / ctx_.plan.tp;
       const TensorId out_heads = at(Slot::kOutHeads);
       const TensorId dout_heads = at(Slot::kDOutHeads);
       const TensorId dqkv_heads = at(Slot::kDQkvHeads);
       // The output (which the layer keeps on the rank's tokens) and its gradient, together.
       const TaskId moved =
-          uniform_all_to_all(ctx_, state_, 2 * e * tokens * q, ready,
+          uniform_all_to_all(ctx_, state_, 2 * output_bytes(ctx_), ready,
                              {read(out), read(dout), write(out_heads), write(dout_heads)});
       const TaskId attended = draws(
           p_.compute(TaskRole::kAttention, op.backward, {moved},
                      {read(dout_heads), read(qkv), read(out_heads), read(lse), write(dqkv_heads)}),
           DropSite::kProbabilities);
-      return uniform_all_to_all(ctx_, state_, e * tokens * (q + 2 * m_.kv_hidden() / ctx_.plan.tp),
-                                attended, {read(dqkv_heads), write(dqkv)});
+      return uniform_all_to_all(ctx_, state_, qkv_bytes(ctx_), attended,
+                                {read(dqkv_heads), write(dqkv)});
     }
   }
   return kNoTask;

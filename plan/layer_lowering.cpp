@@ -77,7 +77,7 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   weight(qkv.weights, lp_.qkv_b);
   qkv.save_copy = qkv_copy;
   if (m_.latent_attention()) {
-    mla_forward(attn_in);  // its projections write the same Q, K and V (mla_lowering.cpp)
+    mla_forward(attn_in, qkv_out);  // its projections write the same Q, K, V (mla_lowering.cpp)
   } else {
     tp_gemm(ctx_, state_, qkv, attn_in);
   }

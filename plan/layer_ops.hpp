@@ -79,10 +79,11 @@ class LayerOps {
   // through the norm's backward, which adds into the stream's gradient.
   void moe_backward(TensorId dout, TaskId grad_in);
   // Latent attention's projections in place of the QKV product: forward from the norm's output
-  // (kQkvIn, written by `input`) to Q, K and V in kQkv, which the rotary embedding and the
-  // attention then read as a dense layer's; backward from their gradients in kDQkv (complete after
-  // `grad`) to the norm's output gradient, which the returned result holds.
-  void mla_forward(TaskId input);
+  // (kQkvIn, written by `input`) to Q, K and V in `qkv` (kQkv, or kQkvLocal before context
+  // parallelism's a2a), which the rotary embedding and the attention then read as a dense
+  // layer's; backward from their gradients in kDQkv (complete after `grad`) to the norm's output
+  // gradient, which the returned result holds.
+  void mla_forward(TaskId input, TensorId qkv);
   GemmResult mla_backward(TaskId grad);
   void recompute_unsaved(TaskId params, TensorId rebuilt);
   TaskId backward(TaskId grad, TaskId params);

@@ -193,9 +193,10 @@ SlotTable::SlotTable(const ModelSpec& model, const ParallelPlan& plan, TaskGraph
   set(Slot::kMessage, matrix(n * h / t, 1, e));
   set(Slot::kGradNorm, matrix(1, 1, DType::kFp32));
   if (plan.cp > 1) {
-    // The rank's keys and values, or the sequence's; Q, K, V and the output on heads / cp over
-    // the sequence (cp_attention.cpp).
-    const int64_t kv = 2 * model.kv_hidden() / t;
+    // The rank's keys and values, or the sequence's (each as wide as the model's key and value
+    // heads: latent attention's differ); Q, K, V and the output on heads / cp over the sequence
+    // (cp_attention.cpp).
+    const int64_t kv = (model.kv_hidden() + model.v_hidden()) / t;
     for (const Slot slot : {Slot::kKvBlock, Slot::kDKvStep, Slot::kDKvBlock})
       set(slot, matrix(n, kv, e));
     const int64_t sequence = plan.seq_len * plan.micro_batch;

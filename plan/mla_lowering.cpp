@@ -31,19 +31,20 @@
 // Under sequence parallelism the down projections' and the latents' norms' weight gradients cover
 // the rank's rows and are summed over TP at the step's end (step_lowering.cpp), as TELinear marks
 // the duplicated weights sequence_parallel.
+// Under context parallelism n is the rank's S / cp tokens' s b, and the attention runs on these
+// Q, K and V as a dense layer's (plan/cp_attention.cpp).
 
 #include "plan/layer_ops.hpp"
 
 namespace strata {
 
-void LayerOps::mla_forward(TaskId input) {
+void LayerOps::mla_forward(TaskId input, TensorId qkv) {
   const auto fwd = Direction::kForward;
   const bool sp = ctx_.plan.sequence_parallel;
   const bool q_latent = m_.q_lora_rank > 0;
   const int64_t e = bytes_per_element(ctx_.plan.dtype);
-  const int64_t n = ctx_.plan.seq_len * ctx_.plan.micro_batch;
+  const int64_t n = ctx_.plan.local_seq_len() * ctx_.plan.micro_batch;
   const TensorId x = at(Slot::kQkvIn);
-  const TensorId qkv = at(Slot::kQkv);
   // The down projections and the latents' norms, on the rank's rows.
   const auto down = [&](int32_t op, int weight_index, int bias_index, TensorId out) {
     TaskUses uses{read(x)};
@@ -109,7 +110,7 @@ GemmResult LayerOps::mla_backward(TaskId grad) {
   const auto bwd = Direction::kBackward;
   const bool q_latent = m_.q_lora_rank > 0;
   const int64_t e = bytes_per_element(ctx_.plan.dtype);
-  const int64_t n = ctx_.plan.seq_len * ctx_.plan.micro_batch;
+  const int64_t n = ctx_.plan.local_seq_len() * ctx_.plan.micro_batch;
   const TensorId x = at(Slot::kQkvIn);
   const TensorId dqkv = at(Slot::kDQkv);
   // The keys' and values' gradients back to the key-value up projection's output and the rotary

@@ -30,7 +30,13 @@ OpShape fp8_cast(int64_t elements, int64_t bytes_per_element, Direction directio
   return op;
 }
 
-// Context parallelism's attention blocks (op_shapes.hpp has the layout). The plan passed
+// The width of each value head where it differs from the query and key heads' (latent
+// attention's v_head_dim, as its attention op carries it), 0 where the same.
+int64_t attention_value_dim(const ModelSpec& m) { return m.latent_attention() ? m.v_head_dim : 0; }
+
+// Context parallelism's attention blocks (op_shapes.hpp has the layout), with the model's key and
+// value head widths (latent attention's K of nope + rope and V of v_head_dim per head, as
+// Megatron-Core's MLA hands Transformer Engine k_channels and v_channels). The plan passed
 // validate_plan: flash attention, no window but under a2a, S divisible by 2 cp.
 void add_cp_attention(const ModelSpec& m, const ParallelPlan& plan, PlanOpShapes& ops) {
   const DType dt = plan.dtype;
@@ -40,6 +46,8 @@ void add_cp_attention(const ModelSpec& m, const ParallelPlan& plan, PlanOpShapes
   const int64_t heads = m.heads / plan.tp;
   const int64_t kv_heads = m.kv_heads / plan.tp;
   const int64_t d = m.head_dim();
+  const int64_t dv = m.value_head_dim();
+  const int64_t value_dim = attention_value_dim(m);
   const auto fwd = Direction::kForward;
   const auto bwd = Direction::kBackward;
   switch (plan.cp_comm) {
@@ -48,14 +56,15 @@ void add_cp_attention(const ModelSpec& m, const ParallelPlan& plan, PlanOpShapes
       // the second half of the queries (s/2) over the whole received block (s keys), s^2/2
       // pairs; Megatron's count gives each step the rank's s queries over the block's s keys.
       const auto block = [&](Direction dir) {
-        OpShape op = flash_attention_block_op(b, s / 2, s, s * s / 2, heads, d, kv_heads, dir, dt);
+        OpShape op = flash_attention_block_op_with_value_dim(b, s / 2, s, s * s / 2, heads, d,
+                                                             kv_heads, dir, dt, value_dim);
         op.model_flops *= 2;
         return op;
       };
       ops.cp_block = pair(block(fwd), block(bwd));
       // dkv += the step's dK and dV: 1 FLOP per element; reads both, writes the sum. No model
       // FLOPs: the step's do not depend on the plan.
-      ops.cp_dkv_add = elementwise_op(b * s * 2 * kv_heads * d, 1, 3, bwd, dt);
+      ops.cp_dkv_add = elementwise_op(b * s * kv_heads * (d + dv), 1, 3, bwd, dt);
       ops.cp_dkv_add.model_flops = 0;
       break;
     }
@@ -64,8 +73,8 @@ void add_cp_attention(const ModelSpec& m, const ParallelPlan& plan, PlanOpShapes
       // (s/2)^2 j + (s/2)(s/2 + 1)/2 pairs; the rank's chunks i and 2cp - 1 - i together
       // (s/2)^2 (2cp - 1) + (s/2)(s/2 + 1) = (s/2)(S + 1), the same on every rank.
       const auto gathered = [&](Direction dir) {
-        OpShape op =
-            flash_attention_block_op(b, s, big_s, s * (big_s + 1) / 2, heads, d, kv_heads, dir, dt);
+        OpShape op = flash_attention_block_op_with_value_dim(
+            b, s, big_s, s * (big_s + 1) / 2, heads, d, kv_heads, dir, dt, value_dim);
         op.kernels = 2;  // one per chunk
         return op;
       };
@@ -77,13 +86,13 @@ void add_cp_attention(const ModelSpec& m, const ParallelPlan& plan, PlanOpShapes
   }
 }
 
-// Latent attention's ops (op_shapes.hpp), per rank: n = s b tokens, `rows` of them on the rank
-// (n / t under sequence parallelism), H = heads / t. Megatron-Core's MLASelfAttention
-// (megatron/core/transformer/multi_latent_attention.py): the down projections are TELinear with
-// parallel_mode "duplicated", run by every TP rank on its own input: the whole sequence (counted
-// once per TP group in the model FLOPs, as the norms are), or its rows under sequence parallelism;
-// the up projections are column-parallel over the gathered latents. The keys and
-// values come from one kernel (apply_rope_fusion: fused_apply_mla_rope_for_kv): it reads the
+// Latent attention's ops (op_shapes.hpp), per rank: n = s b tokens (s = S / cp, the rank's), `rows`
+// of them on the rank (n / t under sequence parallelism), H = heads / t. Megatron-Core's
+// MLASelfAttention (megatron/core/transformer/multi_latent_attention.py): the down projections are
+// TELinear with parallel_mode "duplicated", run by every TP rank on its own input: the whole
+// sequence (counted once per TP group in the model FLOPs, as the norms are), or its rows under
+// sequence parallelism; the up projections are column-parallel over the gathered latents. The keys
+// and values come from one kernel (apply_rope_fusion: fused_apply_mla_rope_for_kv): it reads the
 // key-value up projection's output (n H (nope + v)) and the rotary key (n rope), turns the rotary
 // key (3 FLOPs per value, as rotary_op) and writes each head's key (nope + rope) and its value,
 // contiguous for the attention kernel; its backward reads the keys' and values' gradients, writes
@@ -93,10 +102,8 @@ void add_cp_attention(const ModelSpec& m, const ParallelPlan& plan, PlanOpShapes
 // and the concatenation, and the contiguous copy of the values: 4 kernels, the same traffic.
 void add_latent_attention(const ModelSpec& m, const ParallelPlan& plan, PlanOpShapes& ops) {
   const DType dt = plan.dtype;
-  const int64_t b = plan.micro_batch;
-  const int64_t s = plan.seq_len;
   const int64_t t = plan.tp;
-  const int64_t n = s * b;
+  const int64_t n = plan.local_seq_len() * plan.micro_batch;
   const int64_t h = m.hidden;
   const int64_t rows = plan.sequence_parallel ? n / t : n;
   const bool replicated = !plan.sequence_parallel && t > 1;
@@ -147,12 +154,7 @@ void add_latent_attention(const ModelSpec& m, const ParallelPlan& plan, PlanOpSh
   const int64_t rotated = n * heads * rope;
   ops.rotary = with_function(
       both([&](Direction dir) { return rotary_op(rotated, fused, dir, dt); }), OpFunction::kRotary);
-  const auto attention_kernel = plan.attention == AttentionKind::kFlash
-                                    ? flash_attention_op_with_value_dim
-                                    : attention_op_with_value_dim;
-  ops.attention = both([&](Direction dir) {
-    return attention_kernel(b, s, heads, nope + rope, heads, 0, dir, dt, v);
-  });
+  // The attention is plan_op_shapes' (v_head_dim wide values; context parallelism's blocks too).
   // FP8 and the TP overlap are refused with latent attention (validate_plan): their casts and
   // chunks keep the dense shapes.
   ops.attn_out = matmul(n, h, heads * v);
@@ -198,16 +200,17 @@ PlanOpShapes plan_op_shapes(const ModelSpec& m, const ParallelPlan& plan) {
   ops.norm = with_function(pair(norm(fwd), norm(bwd), replicated), norm_function);
   const int64_t qkv_cols = q + 2 * m.kv_hidden() / t;
   ops.qkv = pair(matmul_op(sb, qkv_cols, h, fwd, gemm), matmul_op(sb, qkv_cols, h, bwd, gemm));
-  const auto attention =
-      plan.attention == AttentionKind::kFlash ? flash_attention_op : attention_op;
+  const auto attention = plan.attention == AttentionKind::kFlash ? flash_attention_op_with_value_dim
+                                                                 : attention_op_with_value_dim;
   // a2a attends over the whole sequence on the rank's heads / cp.
   const int64_t heads_split = plan.cp_comm == CpComm::kAllToAll ? plan.cp : 1;
   const int64_t attended = heads_split > 1 ? plan.seq_len : s;
   const auto attention_pair = [&](int64_t window) {
     const int64_t heads = m.heads / t / heads_split;
     const int64_t kv_heads = m.kv_heads / t / heads_split;
-    return pair(attention(b, attended, heads, m.head_dim(), kv_heads, window, fwd, dt),
-                attention(b, attended, heads, m.head_dim(), kv_heads, window, bwd, dt));
+    const int64_t value_dim = attention_value_dim(m);
+    return pair(attention(b, attended, heads, m.head_dim(), kv_heads, window, fwd, dt, value_dim),
+                attention(b, attended, heads, m.head_dim(), kv_heads, window, bwd, dt, value_dim));
   };
   ops.attention = attention_pair(m.sliding_window);
   if (m.global_every > 0) ops.attention_global = attention_pair(0);

@@ -170,7 +170,6 @@ void validate_latent_attention_plan(const ParallelPlan& plan, const ModelSpec& m
           "the TP communication overlap", "drop --tp-comm-overlap");
   not_yet(plan.recompute == RecomputeKind::kSelectiveOp, "recompute (--recompute)",
           "torchtitan's op-level selective recompute", "use --recompute selective or full");
-  not_yet(plan.cp > 1, "cp (--cp)", "context parallelism", "use cp 1");
 }
 
 }  // namespace

@@ -251,13 +251,17 @@ TEST_CASE("validate_plan refuses the cp plans it does not lower", "[plan][cp]") 
   windowed.sliding_window = 128;
   refuses(windowed, cp_plan(2, CpComm::kP2p), "cp_comm (--cp-comm-type)");
   validate_plan(cp_plan(2, CpComm::kAllToAll), windowed, std::nullopt, "test");
-  // MoE models take cp (tests/sim/expert_parallel_test.cpp); latent attention does not yet.
+  // MoE models take cp (tests/sim/expert_parallel_test.cpp), and latent attention
+  // (tests/plan/latent_attention_test.cpp), whose a2a needs whole heads per rank as a dense
+  // model's: 8 heads over tp 2 x cp 8 are refused.
   ModelSpec latent = model;
+  latent.kv_heads = latent.heads;
   latent.kv_lora_rank = 64;
   latent.qk_nope_head_dim = 32;
   latent.qk_rope_head_dim = 16;
   latent.v_head_dim = 32;
-  refuses(latent, cp_plan(2, CpComm::kP2p), "cp (--cp)");
+  validate_plan(cp_plan(2, CpComm::kP2p), latent, std::nullopt, "test");
+  refuses(latent, cp_plan(8, CpComm::kAllToAll, 2), "cp_comm (--cp-comm-type)");
   ParallelPlan sp = cp_plan(2, CpComm::kP2p, 4);
   sp.sequence_parallel = true;
   sp.seq_len = 20;  // 2 cp = 4 divides it, cp x tp = 8 does not

@@ -1,8 +1,13 @@
 // DeepSeek's multi-head latent attention in the task graph (plan/mla_lowering.cpp): a grid of
 // plans compiles to valid graphs, folded and full; one layer's model FLOPs, TP traffic and stored
-// activations against closed forms derived from the dimensions by hand.
+// activations against closed forms derived from the dimensions by hand; under context
+// parallelism its cp traffic at the key and value heads' own widths, its stored activations
+// divided by cp and its model FLOPs unchanged.
 
 #include <catch2/catch.hpp>
+
+#include <map>
+#include <vector>
 
 #include "common/error.hpp"
 #include "plan/activation_memory.hpp"
@@ -213,6 +218,144 @@ TEST_CASE("an MLA layer stores its latents, Q, K, V and output", "[plan][mla][me
       INFO("tp " << tp << " sp " << sp);
       CHECK(layer_activations(m, plan, false).total() == 2 * elements + 4 * heads * n);
     }
+  }
+}
+
+// Context parallelism with latent attention (plan/cp_attention.cpp): Megatron-Core runs MLA's
+// core attention through Transformer Engine's DotProductAttention with k_channels = nope + rope
+// and v_channels = v_head_dim, whose context-parallel functions exchange K and V blocks of those
+// widths. For mla_model (4 heads, nope 32, rope 16, v 24), S = 128 tokens over cp 2 (s = 64 a
+// rank), b = 1, e = 2 bytes, H = 4 / t heads a rank:
+//   the rank's K and V: e s b H ((nope + rope) + v) = 2 x 64 x 1 x 4 x 72 = 36,864 bytes at t 1,
+//     18,432 at t 2: what each p2p hop carries (cp - 1 = 1 forward; backward 2 (cp - 1) K-and-V's,
+//     the first hop K and V, the last dK and dV), all_gather gathers cp times (and gathers again
+//     and reduce-scatters backward);
+//   a2a: Q, K and V e s b H (2 (nope + rope) + v) = 61,440 and the output e s b H v = 12,288 at
+//     t 1 forward; backward the output with its gradient (2 x 12,288) and dQ, dK, dV (61,440).
+TEST_CASE("context parallelism moves latent attention's K and V at their own head widths",
+          "[plan][mla][cp]") {
+  const ModelSpec m = mla_model(true);
+  const int64_t e = 2;
+  const int64_t s = 128 / 2;
+  const int64_t nope = m.qk_nope_head_dim;
+  const int64_t rope = m.qk_rope_head_dim;
+  const int64_t v = m.v_head_dim;
+  REQUIRE(nope + rope + v == 72);
+  for (const int64_t tp : {1, 2}) {
+    const int64_t heads = m.heads / tp;
+    const int64_t kv = e * s * heads * (nope + rope + v);
+    const int64_t qkv = e * s * heads * (2 * (nope + rope) + v);
+    const int64_t out = e * s * heads * v;
+    CHECK(kv == 36864 / tp);
+    CHECK(qkv == 61440 / tp);
+    CHECK(out == 12288 / tp);
+    for (const CpComm comm : {CpComm::kP2p, CpComm::kAllGather, CpComm::kAllToAll}) {
+      ParallelPlan plan = test::make_plan(1, tp, 1, 1, 1, 128);
+      plan.sequence_parallel = tp > 1;
+      plan.cp = 2;
+      plan.cp_comm = comm;
+      const CompiledPlan compiled = test::compile_checked(m, plan);
+      REQUIRE(compiled.validation.ok());
+      std::map<CollectiveKind, int64_t> forward, backward;
+      std::vector<int64_t> hops_forward, hops_backward;
+      const TaskGraph& graph = compiled.graph;
+      for (const Task& t : graph.tasks()) {
+        if (t.kind != TaskKind::kCollective || graph.group(t.group).kind != GroupKind::kCp)
+          continue;
+        if (t.layer != 0 || t.micro_batch != 0) continue;
+        const bool fwd = t.phase == Phase::kForward;
+        (fwd ? forward : backward)[t.collective] += t.bytes;
+        if (t.collective == CollectiveKind::kRingExchange)
+          (fwd ? hops_forward : hops_backward).push_back(t.bytes);
+      }
+      INFO("tp " << tp << " " << to_string(comm));
+      switch (comm) {
+        case CpComm::kP2p:
+          CHECK(hops_forward == std::vector<int64_t>{kv});
+          CHECK(hops_backward == std::vector<int64_t>{kv, kv});
+          break;
+        case CpComm::kAllGather:
+          CHECK(forward.at(CollectiveKind::kAllGather) == 2 * kv);
+          CHECK(backward.at(CollectiveKind::kAllGather) == 2 * kv);
+          CHECK(backward.at(CollectiveKind::kReduceScatter) == 2 * kv);
+          break;
+        case CpComm::kAllToAll:
+          CHECK(forward.at(CollectiveKind::kAllToAll) == qkv + out);
+          CHECK(backward.at(CollectiveKind::kAllToAll) == 2 * out + qkv);
+          break;
+      }
+    }
+  }
+}
+
+// Every cp 2 plan of latent attention over p2p, all_gather and a2a, tp 1 and 2 (sequence
+// parallel), pp 1 and 2, with and without DeepSeek's layout of experts, compiles to graphs that
+// pass the validator, folded and full (heads 4 divide tp x cp under a2a).
+TEST_CASE("latent attention under context parallelism compiles to valid graphs, folded and full",
+          "[plan][mla][cp]") {
+  for (const bool moe : {false, true}) {
+    const ModelSpec model = mla_model(!moe, moe);
+    for (const CpComm comm : {CpComm::kP2p, CpComm::kAllGather, CpComm::kAllToAll}) {
+      for (const int64_t tp : {1, 2}) {
+        for (const int64_t pp : {1, 2}) {
+          ParallelPlan plan = test::make_plan(1, tp, pp, 1, 4, 128);
+          plan.sequence_parallel = tp > 1;
+          plan.cp = 2;
+          plan.cp_comm = comm;
+          plan.recompute = pp > 1 ? RecomputeKind::kSelective : RecomputeKind::kNone;
+          INFO("moe " << moe << " " << to_string(comm) << " tp " << tp << " pp " << pp);
+          test::check_folded_and_full(model, plan);
+        }
+      }
+    }
+  }
+}
+
+// An MLA layer's stored tensors are per token (the latents and qkv_in on the rank's rows, Q, K, V,
+// the output and the log-sum-exp on its tokens, or under a2a the whole sequence on heads / cp, as
+// many bytes), so a rank holding S / cp tokens stores 1/cp of the cp 1 plan's, term by term, in a
+// dense and an expert layer (the reasoning of context_parallel_test's Llama 3 8B case).
+TEST_CASE("an MLA layer's stored activations divide by cp", "[plan][mla][cp][memory]") {
+  const ModelSpec model = mla_model(true, true);
+  for (const CpComm comm : {CpComm::kP2p, CpComm::kAllGather, CpComm::kAllToAll}) {
+    for (const int64_t tp : {1, 2}) {
+      for (const bool moe : {false, true}) {
+        ParallelPlan one = test::make_plan(1, tp, 1, 1, 1, 128);
+        one.sequence_parallel = tp > 1;
+        ParallelPlan split = one;
+        split.cp = 2;
+        split.cp_comm = comm;
+        INFO(to_string(comm) << " tp " << tp << " moe " << moe);
+        validate_plan(split, model, std::nullopt, "test");
+        const LayerActivations a = layer_activations(model, one, moe);
+        const LayerActivations b = layer_activations(model, split, moe);
+        CHECK(b.attention * 2 == a.attention);
+        CHECK(b.softmax_lse * 2 == a.softmax_lse);
+        CHECK(b.mlp * 2 == a.mlp);
+        CHECK(b.norms * 2 == a.norms);
+        CHECK(stored_layer_activation_bytes(model, split, moe) * 2 ==
+              stored_layer_activation_bytes(model, one, moe));
+      }
+    }
+  }
+}
+
+// Megatron's model FLOPs count the whole sequence's attention (2 s^2 H (nope + rope + v) a
+// sequence) whatever splits it: an MLA plan over cp 2 has the cp 1 plan's, under every
+// cp-comm-type (the blocks' value width counted as the whole attention's).
+TEST_CASE("an MLA plan over cp has the cp 1 plan's model FLOPs", "[plan][mla][cp][flops]") {
+  const ModelSpec model = mla_model(true);
+  for (const CpComm comm : {CpComm::kP2p, CpComm::kAllGather, CpComm::kAllToAll}) {
+    ParallelPlan one = test::make_plan(1, 2, 1, 1, 1, 128);
+    one.sequence_parallel = true;
+    ParallelPlan split = one;
+    split.cp = 2;
+    split.cp_comm = comm;
+    INFO(to_string(comm));
+    const CompiledPlan a = test::compile_checked(model, one);
+    const CompiledPlan b = test::compile_checked(model, split);
+    CHECK(b.flops.model == Approx(a.flops.model).epsilon(1e-3));
+    CHECK(b.flops.hardware == Approx(a.flops.hardware).epsilon(1e-3));
   }
 }
 

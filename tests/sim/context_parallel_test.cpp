@@ -1,6 +1,7 @@
 // Context parallelism simulated (plan/cp_attention.cpp): the ring attention's exchanges hide
 // behind its blocks exactly when a block takes longer than a hop, folded and full graphs of cp
-// plans agree, and Llama 3 8B plans at long sequences simulate with their cp traffic reported.
+// plans agree (latent attention's among them), and Llama 3 8B plans at long sequences simulate with
+// their cp traffic reported.
 
 #include <catch2/catch.hpp>
 
@@ -170,6 +171,48 @@ TEST_CASE("folded and full cp graphs agree within 1% on step time", "[sim][cp][f
                        c.tp, c.pp, c.cp, to_string(c.comm), cluster, folded, full));
       CHECK(std::abs(folded / full - 1) <= 0.01);
     }
+  }
+}
+
+// ring_model's layers with DeepSeek's multi-head latent attention (8 heads of 96 + 32 query-key
+// and 128 value dimensions, latents of 384 for the query and 256 for the keys and values) and
+// its layout of experts (the first layer dense, the second 4 routed experts of 256, top 2, and a
+// shared one).
+ModelSpec latent_ring_model() {
+  ModelSpec m = ring_model();
+  m.q_lora_rank = 384;
+  m.kv_lora_rank = 256;
+  m.qk_nope_head_dim = 96;
+  m.qk_rope_head_dim = 32;
+  m.v_head_dim = 128;
+  m.experts = 4;
+  m.experts_per_token = 2;
+  m.expert_ffn_hidden = 256;
+  m.shared_expert_ffn_hidden = 256;
+  m.first_dense_layers = 1;
+  validate_model(m, "test");
+  return m;
+}
+
+// Symmetry folding holds along cp with latent attention too: its K and V blocks (nope + rope and
+// v_head_dim wide per head) travel the ring, the all-gather or the all-to-alls of every cp peer
+// alike, so a folded graph's step time is the full graph's.
+TEST_CASE("folded and full cp graphs of latent attention agree within 1% on step time",
+          "[sim][cp][mla][folding]") {
+  const ModelSpec model = latent_ring_model();
+  for (const CpComm comm : {CpComm::kP2p, CpComm::kAllToAll}) {
+    ParallelPlan plan = test::make_plan(1, 2, 2, 1, 4, 4096);
+    plan.cp = 2;
+    plan.cp_comm = comm;
+    plan.sequence_parallel = true;
+    plan.zero_stage = 1;
+    const double folded =
+        simulate(test::compile_checked(model, plan, GraphMode::kFolded, "dgx-h100")).step_time_s;
+    const double full =
+        simulate(test::compile_checked(model, plan, GraphMode::kFull, "dgx-h100")).step_time_s;
+    INFO(fmt::format("{}: folded {:.6f} s, full {:.6f} s", to_string(comm), folded, full));
+    CHECK(full > 0);
+    CHECK(std::abs(folded / full - 1) <= 0.01);
   }
 }
 
