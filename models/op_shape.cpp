@@ -228,15 +228,7 @@ OpShape flash_attention_op_with_value_dim(int64_t b, int64_t s, int64_t heads, i
 // 4 b queries keys heads d.
 OpShape flash_attention_block_op(int64_t b, int64_t queries, int64_t keys, int64_t pairs,
                                  int64_t heads, int64_t head_dim, int64_t kv_heads,
-                                 Direction direction, DType dtype) {
-  return flash_attention_block_op_with_value_dim(b, queries, keys, pairs, heads, head_dim, kv_heads,
-                                                 direction, dtype, 0);
-}
-
-OpShape flash_attention_block_op_with_value_dim(int64_t b, int64_t queries, int64_t keys,
-                                                int64_t pairs, int64_t heads, int64_t head_dim,
-                                                int64_t kv_heads, Direction direction, DType dtype,
-                                                int64_t value_dim) {
+                                 Direction direction, DType dtype, int64_t value_dim) {
   STRATA_ASSERT(b > 0 && queries > 0 && keys > 0 && heads > 0 && head_dim > 0 && kv_heads > 0 &&
                     value_dim >= 0,
                 "attention dimensions must be positive");

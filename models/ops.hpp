@@ -123,16 +123,12 @@ OpShape flash_attention_op(int64_t b, int64_t s, int64_t heads, int64_t head_dim
 // against `keys` keys in one fused kernel, of which it evaluates `pairs` query-key pairs (the
 // ones its causal mask keeps). FLOPs and bytes as flash_attention_op's with `pairs` for the
 // causal pairs and `queries` and `keys` for the tensors it reads and writes; the model FLOPs are
-// Megatron's count of the block, every query against every key: 4 b queries keys heads d.
+// Megatron's count of the block, every query against every key: 4 b queries keys heads d. The
+// value heads (and so the output's) are `value_dim` wide (0: head_dim), as
+// flash_attention_op_with_value_dim's: latent attention's blocks.
 OpShape flash_attention_block_op(int64_t b, int64_t queries, int64_t keys, int64_t pairs,
                                  int64_t heads, int64_t head_dim, int64_t kv_heads,
-                                 Direction direction, DType dtype);
-// The same with value heads (and so the output's) `value_dim` wide (0: head_dim), as
-// flash_attention_op_with_value_dim: latent attention's blocks under context parallelism.
-OpShape flash_attention_block_op_with_value_dim(int64_t b, int64_t queries, int64_t keys,
-                                                int64_t pairs, int64_t heads, int64_t head_dim,
-                                                int64_t kv_heads, Direction direction, DType dtype,
-                                                int64_t value_dim);
+                                 Direction direction, DType dtype, int64_t value_dim);
 // The same with value heads (and so the output's) `value_dim` wide, where they differ from the
 // query and key heads' `head_dim` (latent attention: 128 against 192 in DeepSeek-V3); 0 gives the
 // ops above.

@@ -56,8 +56,8 @@ void add_cp_attention(const ModelSpec& m, const ParallelPlan& plan, PlanOpShapes
       // the second half of the queries (s/2) over the whole received block (s keys), s^2/2
       // pairs; Megatron's count gives each step the rank's s queries over the block's s keys.
       const auto block = [&](Direction dir) {
-        OpShape op = flash_attention_block_op_with_value_dim(b, s / 2, s, s * s / 2, heads, d,
-                                                             kv_heads, dir, dt, value_dim);
+        OpShape op = flash_attention_block_op(b, s / 2, s, s * s / 2, heads, d, kv_heads, dir, dt,
+                                              value_dim);
         op.model_flops *= 2;
         return op;
       };
@@ -73,8 +73,8 @@ void add_cp_attention(const ModelSpec& m, const ParallelPlan& plan, PlanOpShapes
       // (s/2)^2 j + (s/2)(s/2 + 1)/2 pairs; the rank's chunks i and 2cp - 1 - i together
       // (s/2)^2 (2cp - 1) + (s/2)(s/2 + 1) = (s/2)(S + 1), the same on every rank.
       const auto gathered = [&](Direction dir) {
-        OpShape op = flash_attention_block_op_with_value_dim(
-            b, s, big_s, s * (big_s + 1) / 2, heads, d, kv_heads, dir, dt, value_dim);
+        OpShape op = flash_attention_block_op(b, s, big_s, s * (big_s + 1) / 2, heads, d, kv_heads,
+                                              dir, dt, value_dim);
         op.kernels = 2;  // one per chunk
         return op;
       };
