@@ -13,7 +13,8 @@ CXX_SOURCES = $(shell find . -path ./build -prune -o -path './.*' -prune -o -typ
                 \( -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' \) -print)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup configure build demo test test-asan release bench fuzz fuzz-ci format clean
+.PHONY: help setup configure build demo test test-asan release bench gpu-bundle gpu-check fuzz \
+        fuzz-ci format clean
 
 help:
 	@echo "Strata: plan, simulate and run distributed training of transformer models."
@@ -24,6 +25,10 @@ help:
 	@echo "  make test-asan  build with AddressSanitizer + UBSan (preset debug-asan) and run the tests"
 	@echo "  make release    the Release build (-O3, warnings as errors; preset release, build/release)"
 	@echo "  make bench      build, then run the benchmarks (bench/README.md)"
+	@echo "  make gpu-bundle build, then bundle the CUDA kernel tests and benchmark for a GPU machine"
+	@echo "                  (build/gpu-bundle, at most 64 MiB; run build/gpu-bundle/gpu-check run there)"
+	@echo "  make gpu-check  build, then run the standing GPU checks here (needs a GPU; results and"
+	@echo "                  logs under bench/results, named by GPU; scripts/gpu-check)"
 	@echo "  make fuzz       build the libFuzzer harnesses (preset fuzz) and fuzz every input reader"
 	@echo "                  FUZZ_SECONDS=$(FUZZ_SECONDS) s each; fails on any finding (fuzz/README.md)"
 	@echo "  make fuzz-ci    the same, replaying every corpus file first, $(FUZZ_CI_SECONDS) s per reader (CI)"
@@ -88,6 +93,14 @@ bench: build
 	@if [ -x build/default/bench/strata_bench_kernels ]; then \
 	  echo build/default/bench/strata_bench_kernels; build/default/bench/strata_bench_kernels; \
 	else echo "strata_bench_kernels: not built (no CUDA toolkit here), skipped"; fi
+
+# The standing GPU checks (scripts/gpu-check, bench/README.md "GPU checks"): bundled here for a
+# GPU machine, or run where the GPU is.
+gpu-bundle: build
+	scripts/gpu-check bundle build/gpu-bundle
+
+gpu-check: build
+	scripts/gpu-check run bench/results
 
 fuzz: setup
 	scripts/fuzz --seconds $(FUZZ_SECONDS) --jobs $(JOBS)
