@@ -35,11 +35,13 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <unordered_set>
 #include <utility>
@@ -310,8 +312,14 @@ constexpr const char* kUsage = R"(usage: strata_bench_kernels [OPTION...]
 // The options, or the message of a bad one.
 std::variant<Options, std::string> parse_options(int argc, char** argv) {
   Options options;
-  options.command = argv[0];
-  for (int i = 1; i < argc; ++i) options.command += std::string(" ") + argv[i];
+  // The command as the markdown states it: the program and the markdown file by name alone, so
+  // that a results file names no machine's paths.
+  options.command = "strata_bench_kernels";
+  for (int i = 1; i < argc; ++i) {
+    const bool path = std::string_view(argv[i - 1]) == "--markdown";
+    options.command.push_back(' ');
+    options.command.append(path ? std::filesystem::path(argv[i]).filename().string() : argv[i]);
+  }
   for (int i = 1; i < argc; ++i) {
     const std::string option = argv[i];
     if (option == "--help" || option == "-h") continue;
