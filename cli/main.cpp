@@ -13,6 +13,7 @@
 
 #include "cli/calibrate_command.hpp"
 #include "cli/check_command.hpp"
+#include "cli/compare_command.hpp"
 #include "cli/megatron_args.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/search_command.hpp"
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   strata::cli::add_calibrate_command(app, run);
   strata::cli::add_validate_command(app, run);
   strata::cli::add_view_command(app, run);
+  strata::cli::add_compare_command(app, run);
   // An empty value ("--gpus ''") is refused rather than read as no value.
   const CLI::Validator non_empty(
       [](std::string& value) { return value.empty() ? std::string("an empty value") : ""; }, "");

@@ -6,7 +6,7 @@
 // run the measured and predicted figures and the signed error, and per dataset the mean absolute
 // error and the worst run; --json FILE writes the same. The reference tables are compiled into
 // the binary; --reference DIR reads them from a folder instead. Runs Strata cannot model as
-// published (context parallelism) are listed, not scored.
+// published (a row that states no batch size) are listed, not scored.
 
 #include <functional>
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks `strata view` as a user runs it, one check per call, in a fresh directory.
+# Checks `strata view` and `strata compare` as a user runs them, one check per call, in a fresh
+# directory.
 #
 # Usage: view_outputs.sh CHECK STRATA_BINARY SOURCE_DIR
 # Exit 77 (CTest's SKIP_RETURN_CODE for these tests) when a check needs a tool that is missing:
@@ -65,6 +66,49 @@ case $check in
       png_is $tab.png 1000 600
     done
     ! cmp -s timeline.png compare.png || fail "--tab compare drew the timeline"
+    ;;
+  compare_self)
+    # `strata compare` of a trace with itself: every part equal, error 0, the step row first and
+    # each of the trace's 4 stages with its phases, busy and bubble; the JSON holds the same rows.
+    run_strata compare "$trace" "$trace" --json compare.json
+    grep -q "^ step  step" stdout.txt || fail "no step row"
+    check_py '
+import json, sys
+rows = json.load(open("compare.json"))["rows"]
+assert rows[0]["stage"] == -1 and rows[0]["part"] == "step", rows[0]
+assert all(r["error"] == 0 and r["predicted_s"] == r["measured_s"] for r in rows), rows
+stages = {r["stage"] for r in rows}
+assert stages == {-1, 0, 1, 2, 3}, stages
+for stage in range(4):
+    parts = {r["part"] for r in rows if r["stage"] == stage}
+    assert {"fwd", "bwd", "busy", "bubble"} <= parts, (stage, parts)
+'
+    ;;
+  compare_parts)
+    # `strata compare PREDICTED MEASURED` on a step measured by `strata train --trace` and the
+    # same plan predicted by `strata simulate --trace`: each trace's step row is its own span (its
+    # last event end minus its first event start, read here from the JSON), the error is
+    # predicted / measured - 1, and both pipeline stages have forward and backward rows.
+    shape=(--model tiny-gpt --dp 2 --tp 2 --pp 2 --seq-len 32 --micro-batch 2 --global-batch 8)
+    run_strata train "${shape[@]}" --steps 2 --trace measured.json
+    run_strata simulate "${shape[@]}" --dtype fp32 --graph full --cluster dgx-a100 \
+      --trace predicted.json
+    run_strata compare predicted.json measured.json --json compare.json
+    check_py '
+import json
+def span(path):
+    events = [e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X"]
+    return (max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)) * 1e-6
+rows = json.load(open("compare.json"))["rows"]
+step = rows[0]
+assert step["part"] == "step", step
+assert abs(step["predicted_s"] - span("predicted.json")) < 1e-6, (step, span("predicted.json"))
+assert abs(step["measured_s"] - span("measured.json")) < 1e-6, (step, span("measured.json"))
+assert abs(step["error"] - (step["predicted_s"] / step["measured_s"] - 1)) < 1e-9, step
+for stage in (0, 1):
+    parts = {r["part"] for r in rows if r["stage"] == stage}
+    assert {"fwd", "bwd"} <= parts, (stage, parts)
+'
     ;;
   no_display_refused)
     # Without a display and without --screenshot there is no window to open: one clear message
