@@ -174,6 +174,20 @@ TaskId LayerOps::forward(TaskId input, TaskId params, TensorId layer_in) {
   return mlp_residual(uses, {mlp.task});  // a parallel block's one mask
 }
 
+GemmResult LayerOps::norm_input_backward(TaskRole role, const OpPair& op, TensorId dout_of,
+                                         TensorId saved_in, int weight_index, TaskId after) {
+  TpGemm gemm{role, op, op, Direction::kBackward, true, true, -1, column_input_bytes(ctx_)};
+  gemm.in = dout_of;
+  gemm.saved_in = saved_in;
+  gemm.gather_saved = true;
+  gemm.gathered = at(Slot::kGathered);
+  gemm.out = at(Slot::kDNormOut);
+  gemm.reduced = at(Slot::kDNormRows);
+  gemm_weight(gemm.weights, weight_index);
+  add_grad(gemm.weights, weight_index);
+  return tp_gemm(ctx_, state_, gemm, after);
+}
+
 TaskId LayerOps::mlp_residual(TaskUses& uses, std::initializer_list<TaskId> deps) {
   // The layer's output is the next layer's input; a recompute's is thrown away.
   const TensorId stream = at(Slot::kStream);

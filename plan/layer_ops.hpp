@@ -132,6 +132,13 @@ class LayerOps {
     if (found == saved_products.end()) return {};
     return {found->second.begin(), found->second.end()};
   }
+  // A column-parallel product's backward into the norm's output gradient: `dout_of` through the
+  // product `op` (weight `weight_index`) whose input was the norm's output `saved_in`, gathered
+  // again over TP for the weight gradient, the input gradient reduced back to the rank's rows
+  // (kDNormOut, kDNormRows); after `after`. Latent attention's plain query projection and the
+  // shared experts' up product, neither with FP8 nor the TP overlap.
+  GemmResult norm_input_backward(TaskRole role, const OpPair& op, TensorId dout_of,
+                                 TensorId saved_in, int weight_index, TaskId after);
   // A branch's (reduced) output, read by the op after it: under the TP overlap in two parts.
   static void branch_reads(TaskUses& uses, const GemmResult& branch) {
     uses.push_back(read(branch.out));

@@ -169,16 +169,7 @@ GemmResult LayerOps::mla_backward(TaskId grad) {
                                   {read(dq_up.out), read(at(Slot::kQLatent))}, lp_.q_layernorm_w,
                                   at(Slot::kDQLatent), {dq_up.task});
   } else {
-    TpGemm q{TaskRole::kQkv, op_.q_up, op_.q_up, bwd, true, true, -1, column_input_bytes(ctx_)};
-    q.in = dqkv;
-    q.saved_in = x;
-    q.gather_saved = true;
-    q.gathered = at(Slot::kGathered);
-    q.out = at(Slot::kDNormOut);
-    q.reduced = at(Slot::kDNormRows);
-    gemm_weight(q.weights, lp_.q_w);
-    add_grad(q.weights, lp_.q_w);
-    input_grad = tp_gemm(ctx_, state_, q, assembled);
+    input_grad = norm_input_backward(TaskRole::kQkv, op_.q_up, dqkv, x, lp_.q_w, assembled);
   }
   const GemmResult dkv_up =
       up_backward(op_.kv_up, at(Slot::kDKvUpOut), at(Slot::kKvUpIn), at(Slot::kKvUpGathered),

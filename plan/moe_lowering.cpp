@@ -224,17 +224,8 @@ void LayerOps::moe_backward(TensorId dout, TaskId grad_in) {
     const TaskId act = p_.compute(TaskRole::kSharedExpert, op_.shared_act.backward, {},
                                   {read(at(Slot::kDSharedDownIn)), read(at(Slot::kSharedActIn)),
                                    write(at(Slot::kDSharedActIn))});
-    TpGemm up{TaskRole::kSharedExpert, op_.shared_up, op_.shared_up, bwd, true, true, -1,
-              column_input_bytes(ctx_)};
-    up.in = at(Slot::kDSharedActIn);
-    up.saved_in = x;
-    up.gather_saved = true;
-    up.gathered = at(Slot::kGathered);
-    up.out = at(Slot::kDNormOut);
-    up.reduced = at(Slot::kDNormRows);
-    gemm_weight(up.weights, lp_.shared_up_w);
-    add_grad(up.weights, lp_.shared_up_w);
-    const GemmResult shared = tp_gemm(ctx_, state_, up, act);
+    const GemmResult shared = norm_input_backward(TaskRole::kSharedExpert, op_.shared_up,
+                                                  at(Slot::kDSharedActIn), x, lp_.shared_up_w, act);
     shared_done = shared.task;
     shared_dx = shared.out;
   }

@@ -51,14 +51,7 @@ TEST_CASE("a layer's stored activations divide by cp", "[plan][cp]") {
           split.cp_comm = comm;
           INFO(to_string(comm) << " tp " << tp << " sp " << sp << " " << to_string(recompute));
           validate_plan(split, model, std::nullopt, "test");
-          const LayerActivations a = layer_activations(model, one, false);
-          const LayerActivations b = layer_activations(model, split, false);
-          CHECK(b.attention * 4 == a.attention);
-          CHECK(b.softmax_lse * 4 == a.softmax_lse);
-          CHECK(b.mlp * 4 == a.mlp);
-          CHECK(b.norms * 4 == a.norms);
-          CHECK(stored_layer_activation_bytes(model, split, false) * 4 ==
-                stored_layer_activation_bytes(model, one, false));
+          test::check_activations_divide_by_cp(model, one, split, false);
           CHECK(layer_input_bytes(model, split) * 4 == layer_input_bytes(model, one));
           CHECK(pipeline_message_bytes(model, split) * 4 == pipeline_message_bytes(model, one));
         }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "models/model_reader.hpp"
+#include "plan/activation_memory.hpp"
 #include "plan/compile.hpp"
 #include "topologies/cluster_spec.hpp"
 
@@ -96,6 +97,21 @@ inline void check_folded_and_full(const ModelSpec& model, const ParallelPlan& pl
   for (const auto& error : full.validation.errors) FAIL_CHECK("full: " << error);
   CHECK(full.flops.model == Approx(folded.flops.model).epsilon(1e-9));
   CHECK(full.memory.peak_bytes == folded.memory.peak_bytes);
+}
+
+// `split` (cp ranks of `one`'s sequence) stores exactly 1/cp of `one`'s layer activations, term by
+// term (attention, log-sum-exp, MLP, norms) and in all (an MoE layer's with `moe`).
+inline void check_activations_divide_by_cp(const ModelSpec& model, const ParallelPlan& one,
+                                           const ParallelPlan& split, bool moe) {
+  const int64_t cp = split.cp;
+  const LayerActivations a = layer_activations(model, one, moe);
+  const LayerActivations b = layer_activations(model, split, moe);
+  CHECK(b.attention * cp == a.attention);
+  CHECK(b.softmax_lse * cp == a.softmax_lse);
+  CHECK(b.mlp * cp == a.mlp);
+  CHECK(b.norms * cp == a.norms);
+  CHECK(stored_layer_activation_bytes(model, split, moe) * cp ==
+        stored_layer_activation_bytes(model, one, moe));
 }
 
 }  // namespace strata::test

@@ -19,19 +19,6 @@
 namespace strata {
 namespace {
 
-// One node of two GPUs joined by links of `bw` bytes/s, one protocol of full efficiency: a ring
-// exchange of S bytes (each GPU sends S to the other) takes a + S/bw, a the route's latency.
-ClusterSpec two_gpu_node(double bw) {
-  ClusterSpec cluster = load_cluster("dgx-a100");
-  cluster.gpus_per_node = 2;
-  cluster.nvlink = {bw / 1e9, 500};
-  ProtocolTuning simple;
-  simple.bw_efficiency = 1.0;
-  cluster.collectives.nvlink.protocols = {simple};
-  cluster.collectives.nvls.protocols.clear();
-  return cluster;
-}
-
 // The device's tables without launch overhead and without the slowdown of compute beside
 // communication: every op costs its roofline time, whatever runs beside it.
 DeviceEfficiency exact_efficiency(const DeviceSpec& device) {
@@ -43,16 +30,7 @@ DeviceEfficiency exact_efficiency(const DeviceSpec& device) {
 
 // A Llama-style layer of hidden 1024 (8 heads of 128) over sequences of 8192 tokens: a rank of
 // cp 2 holds 4096, whose attention blocks take about a tenth of a millisecond each on an A100.
-ModelSpec ring_model() {
-  ModelSpec m = test::small_model(2, 1024, 8, 256, 8192);
-  m.norm = NormKind::kRmsNorm;
-  m.mlp = MlpKind::kSwiGlu;
-  m.position = PositionKind::kRotary;
-  m.qkv_bias = m.out_bias = m.linear_bias = false;
-  m.dropout = false;
-  m.tied_embeddings = false;
-  return m;
-}
+ModelSpec ring_model() { return test::small_llama(2, 1024, 8, 256, 8192); }
 
 // Layer 0's ring in micro-batch 0: the spans of its forward (step 0's start to step 1's end) and
 // backward (step 0's start to the last add of the travelling dK, dV) attention.
@@ -98,7 +76,7 @@ TEST_CASE("ring attention's hops hide behind its blocks when the blocks are long
   const PlanOpShapes ops = plan_op_shapes(model, plan);
   const int64_t kv_bytes = 2 * (8192 / 2) * 2 * model.kv_hidden();
   for (const double bw : {1000e9, 10e9}) {
-    const ClusterSpec cluster = two_gpu_node(bw);
+    const ClusterSpec cluster = test::two_gpu_node(bw);
     const DeviceEfficiency eff = exact_efficiency(cluster.device);
     const auto seconds = [&](const OpShape& op) {
       return static_cast<double>(compute_time_ns(cluster.device, eff, op)) / 1e9;

@@ -21,17 +21,6 @@ namespace {
 
 constexpr double kB = 100e9;
 
-ClusterSpec two_gpu_node() {
-  ClusterSpec cluster = load_cluster("dgx-a100");
-  cluster.gpus_per_node = 2;
-  cluster.nvlink = {kB / 1e9, 500};
-  ProtocolTuning simple;
-  simple.bw_efficiency = 1.0;
-  cluster.collectives.nvlink.protocols = {simple};
-  cluster.collectives.nvls.protocols.clear();
-  return cluster;
-}
-
 double route_latency_s(const ClusterSpec& cluster) {
   return static_cast<double>(Topology(cluster, 2).route(0, 1).latency_ns) / 1e9;
 }
@@ -62,7 +51,7 @@ SimResult simulate_on(const ClusterSpec& cluster, const ModelSpec& model,
 // bucket's all-reduce, 2a + S/B with S its fp32 gradients. Without the flag Megatron reduces one
 // bucket of every gradient after the backward: 2a + S_all/B.
 TEST_CASE("gradient-reduce overlap leaves the last bucket's reduction exposed", "[sim][overlap]") {
-  const ClusterSpec cluster = two_gpu_node();
+  const ClusterSpec cluster = test::two_gpu_node(kB);
   const ModelSpec model = four_layers();
   const ShardSizes sizes = shard_sizes(model, data_parallel(0));
   const double a = route_latency_s(cluster);
@@ -90,7 +79,7 @@ TEST_CASE("gradient-reduce overlap leaves the last bucket's reduction exposed", 
 // gather is exposed (the second is dispatched by the first bucket's forward pre-hook and runs
 // beside its forward), and the step ends with the optimizer.
 TEST_CASE("parameter-gather overlap moves the gathers into the forward", "[sim][overlap]") {
-  const ClusterSpec cluster = two_gpu_node();
+  const ClusterSpec cluster = test::two_gpu_node(kB);
   const ModelSpec model = four_layers();
   const ShardSizes sizes = shard_sizes(model, data_parallel(1));
   const double a = route_latency_s(cluster);
@@ -201,7 +190,7 @@ double exposed_s(const CompiledPlan& compiled, const SimResult& result, Pick pic
 //    exposed r - e(g1);
 //  - both (QKV and MLP-up backward): r - e(g0), then r - e(g1).
 TEST_CASE("TP overlap exposes what a GEMM chunk does not cover of one exchange", "[sim][overlap]") {
-  ClusterSpec cluster = two_gpu_node();
+  ClusterSpec cluster = test::two_gpu_node(kB);
   const double bandwidth = 10e9;
   cluster.nvlink.bw_gbps = bandwidth / 1e9;
   const ModelSpec model = test::small_model(1, 1024, 8, 64, 2048);
@@ -250,7 +239,7 @@ TEST_CASE("TP overlap exposes what a GEMM chunk does not cover of one exchange",
 // Adam follow: step = 100 ms + nb 2a + 4P/B + (2a + 4/B) + Adam. A 200 ms cycle moves it by 100 ms.
 TEST_CASE("Horovod launches ready reductions at its background thread's next wake",
           "[sim][overlap]") {
-  const ClusterSpec cluster = two_gpu_node();
+  const ClusterSpec cluster = test::two_gpu_node(kB);
   const ModelSpec model = four_layers();
   ParallelPlan plan = apply_framework(data_parallel(0), Framework::kHorovod);
   plan.host_dispatch = HostDispatch::kNone;

@@ -26,6 +26,20 @@ inline ClusterSpec free_network_cluster() {
   return cluster;
 }
 
+// One node of two GPUs joined by links of `bw` bytes/s, one protocol of full efficiency: a ring
+// exchange of S bytes (each GPU sends S to the other) takes a + S/bw, a the route's latency, and
+// the two-GPU ring collectives the closed forms of tests/sim/network_timing_test.cpp.
+inline ClusterSpec two_gpu_node(double bw) {
+  ClusterSpec cluster = load_cluster("dgx-a100");
+  cluster.gpus_per_node = 2;
+  cluster.nvlink = {bw / 1e9, 500};
+  ProtocolTuning simple;
+  simple.bw_efficiency = 1.0;
+  cluster.collectives.nvlink.protocols = {simple};
+  cluster.collectives.nvls.protocols.clear();
+  return cluster;
+}
+
 // The device's built-in tables without kernel launch overhead, so that every op costs exactly
 // its roofline time.
 inline Calibration no_launch_overhead(const DeviceSpec& device) {
