@@ -113,10 +113,11 @@ void sum_of_squares(Context& ctx, double* total, const float* x, int64_t n) {
   const int blocks =
       static_cast<int>(std::min(ceil_div(n, int64_t{kSumBlockSize} * kSumUnroll), kSumMaxBlocks));
   auto* partials = reinterpret_cast<double*>(ctx.scratch(sizeof(double) * blocks));
-  sum_of_squares_partials_kernel<<<blocks, kSumBlockSize, 0, ctx.stream()>>>(partials, x, n);
+  STRATA_LAUNCH(blocks, kSumBlockSize, 0, ctx.stream(), sum_of_squares_partials_kernel)
+  (partials, x, n);
   STRATA_CUDA_CHECK_LAUNCH();
-  sum_of_squares_total_kernel<<<1, static_cast<int>(kSumMaxBlocks), 0, ctx.stream()>>>(
-      total, partials, blocks);
+  STRATA_LAUNCH(1, static_cast<int>(kSumMaxBlocks), 0, ctx.stream(), sum_of_squares_total_kernel)
+  (total, partials, blocks);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
@@ -149,8 +150,8 @@ void adamw_update(Context& ctx, T* param, float* master, const float* grad, floa
       static_cast<float>(1.0 - std::pow(b2, static_cast<double>(step))),
   };
   const int blocks = static_cast<int>(std::min(ceil_div(n, kAdamWBlockSize), kAdamWMaxBlocks));
-  adamw_kernel<T><<<blocks, kAdamWBlockSize, 0, ctx.stream()>>>(param, master, grad, m, v, n, c,
-                                                                norm_squared, max_norm);
+  STRATA_LAUNCH(blocks, kAdamWBlockSize, 0, ctx.stream(), adamw_kernel<T>)
+  (param, master, grad, m, v, n, c, norm_squared, max_norm);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 

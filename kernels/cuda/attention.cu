@@ -102,8 +102,8 @@ __global__ void causal_softmax_backward_kernel(T* datt, const T* att, int64_t ro
 template <typename T>
 void launch_softmax_forward(Context& ctx, T* scores, int64_t rows, int t, float scale) {
   const int blocks = checked_int(ceil_div(rows, kSoftmaxRowsPerBlock), "attention softmax blocks");
-  causal_softmax_forward_kernel<<<blocks, kSoftmaxThreads, 0, ctx.stream()>>>(scores, rows, t,
-                                                                              scale);
+  STRATA_LAUNCH(blocks, kSoftmaxThreads, 0, ctx.stream(), causal_softmax_forward_kernel)
+  (scores, rows, t, scale);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
@@ -111,8 +111,8 @@ template <typename T>
 void launch_softmax_backward(Context& ctx, T* datt, const T* att, int64_t rows, int t,
                              float scale) {
   const int blocks = checked_int(ceil_div(rows, kSoftmaxRowsPerBlock), "attention softmax blocks");
-  causal_softmax_backward_kernel<<<blocks, kSoftmaxThreads, 0, ctx.stream()>>>(datt, att, rows, t,
-                                                                               scale);
+  STRATA_LAUNCH(blocks, kSoftmaxThreads, 0, ctx.stream(), causal_softmax_backward_kernel)
+  (datt, att, rows, t, scale);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 

@@ -16,6 +16,19 @@ namespace strata::cuda {
 
 constexpr int kWarpSize = 32;
 
+// Launches a kernel: STRATA_LAUNCH(grid, block, shared_bytes, stream, kernel)(arguments...) is
+// kernel<<<grid, block, shared_bytes, stream>>>(arguments...) under nvcc. The kernel comes last
+// so that a template-id's commas stay in the macro's variadic part. Built by the host compiler
+// for the CPU emulation of CUDA (STRATA_CUDA_EMU, kernels/emu), the same call queues the launch
+// on the emulated stream.
+#if defined(STRATA_CUDA_EMU)
+#define STRATA_LAUNCH(grid, block, shared_bytes, stream, ...) \
+  ::strata::emu::launch(grid, block, shared_bytes, stream, __VA_ARGS__)
+#else
+#define STRATA_LAUNCH(grid, block, shared_bytes, stream, ...) \
+  __VA_ARGS__<<<grid, block, shared_bytes, stream>>>
+#endif
+
 // Checks the launch just queued (a bad configuration is reported here; a fault in the kernel
 // by the next synchronizing call).
 #define STRATA_CUDA_CHECK_LAUNCH() STRATA_CUDA_CHECK(cudaGetLastError())

@@ -247,11 +247,11 @@ void fused_cross_entropy(Context& ctx, float* losses, T* dlogits, const T* logit
   if (v == 0) throw std::invalid_argument("v = 0: a row of logits needs at least one element");
   if (n == 0) return;
   if (rows_aligned16<T>(v, logits, dlogits)) {
-    fused_cross_entropy_kernel<true><<<row_blocks(n), kBlockSize, 0, ctx.stream()>>>(
-        losses, dlogits, logits, targets, scale, n, v);
+    STRATA_LAUNCH(row_blocks(n), kBlockSize, 0, ctx.stream(), fused_cross_entropy_kernel<true>)
+    (losses, dlogits, logits, targets, scale, n, v);
   } else {
-    fused_cross_entropy_kernel<false><<<row_blocks(n), kBlockSize, 0, ctx.stream()>>>(
-        losses, dlogits, logits, targets, scale, n, v);
+    STRATA_LAUNCH(row_blocks(n), kBlockSize, 0, ctx.stream(), fused_cross_entropy_kernel<false>)
+    (losses, dlogits, logits, targets, scale, n, v);
   }
   STRATA_CUDA_CHECK_LAUNCH();
 }
@@ -261,9 +261,11 @@ void row_max(Context& ctx, float* maxes, const T* logits, int64_t n, int64_t v) 
   check_sizes(n, v);
   if (n == 0) return;
   if (rows_aligned16<T>(v, logits)) {
-    row_max_kernel<true><<<row_blocks(n), kBlockSize, 0, ctx.stream()>>>(maxes, logits, n, v);
+    STRATA_LAUNCH(row_blocks(n), kBlockSize, 0, ctx.stream(), row_max_kernel<true>)
+    (maxes, logits, n, v);
   } else {
-    row_max_kernel<false><<<row_blocks(n), kBlockSize, 0, ctx.stream()>>>(maxes, logits, n, v);
+    STRATA_LAUNCH(row_blocks(n), kBlockSize, 0, ctx.stream(), row_max_kernel<false>)
+    (maxes, logits, n, v);
   }
   STRATA_CUDA_CHECK_LAUNCH();
 }
@@ -275,11 +277,11 @@ void cross_entropy_partials(Context& ctx, float* sums, float* targets_logit, con
   check_sizes(n, v);
   if (n == 0) return;
   if (rows_aligned16<T>(v, logits)) {
-    cross_entropy_partials_kernel<true><<<row_blocks(n), kBlockSize, 0, ctx.stream()>>>(
-        sums, targets_logit, logits, maxes, targets, vocab_start, n, v);
+    STRATA_LAUNCH(row_blocks(n), kBlockSize, 0, ctx.stream(), cross_entropy_partials_kernel<true>)
+    (sums, targets_logit, logits, maxes, targets, vocab_start, n, v);
   } else {
-    cross_entropy_partials_kernel<false><<<row_blocks(n), kBlockSize, 0, ctx.stream()>>>(
-        sums, targets_logit, logits, maxes, targets, vocab_start, n, v);
+    STRATA_LAUNCH(row_blocks(n), kBlockSize, 0, ctx.stream(), cross_entropy_partials_kernel<false>)
+    (sums, targets_logit, logits, maxes, targets, vocab_start, n, v);
   }
   STRATA_CUDA_CHECK_LAUNCH();
 }
@@ -289,8 +291,8 @@ void cross_entropy_losses(Context& ctx, float* losses, const float* sums, const 
   checked_int(n, "n (rows of logits)");
   if (n == 0) return;
   const int blocks = static_cast<int>(std::min(ceil_div(n, kBlockSize), kMaxBlocks));
-  cross_entropy_losses_kernel<<<blocks, kBlockSize, 0, ctx.stream()>>>(losses, sums, maxes,
-                                                                       targets_logit, n);
+  STRATA_LAUNCH(blocks, kBlockSize, 0, ctx.stream(), cross_entropy_losses_kernel)
+  (losses, sums, maxes, targets_logit, n);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
@@ -301,11 +303,11 @@ void cross_entropy_backward(Context& ctx, T* dlogits, const T* logits, const flo
   check_sizes(n, v);
   if (n == 0 || v == 0) return;
   if (rows_aligned16<T>(v, logits, dlogits)) {
-    cross_entropy_backward_kernel<true><<<row_blocks(n), kBlockSize, 0, ctx.stream()>>>(
-        dlogits, logits, maxes, sums, targets, vocab_start, scale, n, v);
+    STRATA_LAUNCH(row_blocks(n), kBlockSize, 0, ctx.stream(), cross_entropy_backward_kernel<true>)
+    (dlogits, logits, maxes, sums, targets, vocab_start, scale, n, v);
   } else {
-    cross_entropy_backward_kernel<false><<<row_blocks(n), kBlockSize, 0, ctx.stream()>>>(
-        dlogits, logits, maxes, sums, targets, vocab_start, scale, n, v);
+    STRATA_LAUNCH(row_blocks(n), kBlockSize, 0, ctx.stream(), cross_entropy_backward_kernel<false>)
+    (dlogits, logits, maxes, sums, targets, vocab_start, scale, n, v);
   }
   STRATA_CUDA_CHECK_LAUNCH();
 }

@@ -220,15 +220,15 @@ void embedding_backward_wte(Context& ctx, float* dwte, const T* dout, const int3
   const int end_bit = key_bits(v);
   SortScratch s = carve_scratch(ctx, count, end_bit);
 
-  embedding_sort_keys_kernel<<<blocks_for(count), kBlockSize, 0, ctx.stream()>>>(
-      s.keys, s.indices, tokens, vocab_start, v, count);
+  STRATA_LAUNCH(blocks_for(count), kBlockSize, 0, ctx.stream(), embedding_sort_keys_kernel)
+  (s.keys, s.indices, tokens, vocab_start, v, count);
   STRATA_CUDA_CHECK_LAUNCH();
   size_t sort_bytes = s.cub_temp_bytes;
   STRATA_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(s.cub_temp, sort_bytes, s.keys, s.sorted_keys,
                                                     s.indices, s.sorted_rows, count, 0, end_bit,
                                                     ctx.stream()));
-  embedding_run_starts_kernel<<<blocks_for(count), kBlockSize, 0, ctx.stream()>>>(
-      s.is_start, s.sorted_keys, count);
+  STRATA_LAUNCH(blocks_for(count), kBlockSize, 0, ctx.stream(), embedding_run_starts_kernel)
+  (s.is_start, s.sorted_keys, count);
   STRATA_CUDA_CHECK_LAUNCH();
   // The positions i with is_start[i] set, in order: indices is still 0 .. N-1 (the sort reads
   // its inputs without changing them).
@@ -241,11 +241,12 @@ void embedding_backward_wte(Context& ctx, float* dwte, const T* dout, const int3
   const int grid = static_cast<int>(std::min(max_runs, kMaxBlocks));
   constexpr int kPack = Packed128<T>::kSize;
   if (c % kPack == 0 && is_aligned16(dout)) {
-    embedding_backward_wte_kernel<T, kPack><<<grid, run_block_size(c / kPack), 0, ctx.stream()>>>(
-        dwte, dout, s.sorted_keys, s.sorted_rows, s.run_starts, s.num_runs, count, v, c);
+    STRATA_LAUNCH(grid, run_block_size(c / kPack), 0, ctx.stream(),
+                  embedding_backward_wte_kernel<T, kPack>)
+    (dwte, dout, s.sorted_keys, s.sorted_rows, s.run_starts, s.num_runs, count, v, c);
   } else {
-    embedding_backward_wte_kernel<T, 1><<<grid, run_block_size(c), 0, ctx.stream()>>>(
-        dwte, dout, s.sorted_keys, s.sorted_rows, s.run_starts, s.num_runs, count, v, c);
+    STRATA_LAUNCH(grid, run_block_size(c), 0, ctx.stream(), embedding_backward_wte_kernel<T, 1>)
+    (dwte, dout, s.sorted_keys, s.sorted_rows, s.run_starts, s.num_runs, count, v, c);
   }
   STRATA_CUDA_CHECK_LAUNCH();
 }
@@ -260,11 +261,12 @@ void embedding_forward(Context& ctx, T* out, const int32_t* tokens, const T* wte
   constexpr int kPack = Packed128<T>::kSize;
   if (c % kPack == 0 && is_aligned16(out) && is_aligned16(wte) &&
       (wpe == nullptr || is_aligned16(wpe))) {
-    embedding_forward_kernel<T, kPack><<<blocks_for(n * c / kPack), kBlockSize, 0, ctx.stream()>>>(
-        out, tokens, wte, wpe, vocab_start, v, n, t, c);
+    STRATA_LAUNCH(blocks_for(n * c / kPack), kBlockSize, 0, ctx.stream(),
+                  embedding_forward_kernel<T, kPack>)
+    (out, tokens, wte, wpe, vocab_start, v, n, t, c);
   } else {
-    embedding_forward_kernel<T, 1><<<blocks_for(n * c), kBlockSize, 0, ctx.stream()>>>(
-        out, tokens, wte, wpe, vocab_start, v, n, t, c);
+    STRATA_LAUNCH(blocks_for(n * c), kBlockSize, 0, ctx.stream(), embedding_forward_kernel<T, 1>)
+    (out, tokens, wte, wpe, vocab_start, v, n, t, c);
   }
   STRATA_CUDA_CHECK_LAUNCH();
 }
@@ -279,11 +281,13 @@ void embedding_backward(Context& ctx, float* dwte, float* dwpe, const T* dout,
   if (dwpe != nullptr) {
     constexpr int kPack = Packed128<T>::kSize;
     if (c % kPack == 0 && is_aligned16(dout)) {
-      embedding_backward_wpe_kernel<T, kPack>
-          <<<blocks_for(t * c / kPack), kBlockSize, 0, ctx.stream()>>>(dwpe, dout, b, t, c);
+      STRATA_LAUNCH(blocks_for(t * c / kPack), kBlockSize, 0, ctx.stream(),
+                    embedding_backward_wpe_kernel<T, kPack>)
+      (dwpe, dout, b, t, c);
     } else {
-      embedding_backward_wpe_kernel<T, 1>
-          <<<blocks_for(t * c), kBlockSize, 0, ctx.stream()>>>(dwpe, dout, b, t, c);
+      STRATA_LAUNCH(blocks_for(t * c), kBlockSize, 0, ctx.stream(),
+                    embedding_backward_wpe_kernel<T, 1>)
+      (dwpe, dout, b, t, c);
     }
     STRATA_CUDA_CHECK_LAUNCH();
   }

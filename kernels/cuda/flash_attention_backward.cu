@@ -325,13 +325,14 @@ void launch_backward(Context& ctx, T* dqkv, const T* dout, const T* qkv, const f
   static_assert(kKeyBytes <= kMaxSharedBytes && kQueryBytes <= kMaxSharedBytes);
   STRATA_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_backward_key_kernel<T, D>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kKeyBytes));
-  flash_attention_backward_key_kernel<T, D><<<grid, kThreads, kKeyBytes, ctx.stream()>>>(
-      dqkv, dout, qkv, lse, dvec, s.t, s.nh, scale, scale_log2);
+  STRATA_LAUNCH(grid, kThreads, kKeyBytes, ctx.stream(), flash_attention_backward_key_kernel<T, D>)
+  (dqkv, dout, qkv, lse, dvec, s.t, s.nh, scale, scale_log2);
   STRATA_CUDA_CHECK_LAUNCH();
   STRATA_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_backward_query_kernel<T, D>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kQueryBytes));
-  flash_attention_backward_query_kernel<T, D><<<grid, kThreads, kQueryBytes, ctx.stream()>>>(
-      dqkv, dout, qkv, lse, dvec, s.t, s.nh, scale, scale_log2);
+  STRATA_LAUNCH(grid, kThreads, kQueryBytes, ctx.stream(),
+                flash_attention_backward_query_kernel<T, D>)
+  (dqkv, dout, qkv, lse, dvec, s.t, s.nh, scale, scale_log2);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
@@ -351,8 +352,9 @@ void flash_attention_backward(Context& ctx, T* dqkv, const T* dout, const T* qkv
   float* dvec = reinterpret_cast<float*>(ctx.scratch(static_cast<size_t>(b * nh * t) * 4));
   const int64_t rows = b * t * nh;
   const int blocks = checked_int(ceil_div(rows, flash::kDotRowsPerBlock), "flash attention rows");
-  flash::flash_attention_backward_dot_kernel<<<blocks, flash::kDotThreads, 0, ctx.stream()>>>(
-      dvec, dout, out, rows, sizes.t, sizes.nh, static_cast<int>(hs));
+  STRATA_LAUNCH(blocks, flash::kDotThreads, 0, ctx.stream(),
+                flash::flash_attention_backward_dot_kernel)
+  (dvec, dout, out, rows, sizes.t, sizes.nh, static_cast<int>(hs));
   STRATA_CUDA_CHECK_LAUNCH();
 
   const float scale = flash::softmax_scale(hs);

@@ -213,8 +213,8 @@ void launch_forward(Context& ctx, T* out, float* lse, const T* qkv, const GridSi
   STRATA_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_forward_kernel<T, D>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
   const dim3 grid(s.nh, s.b, s.tiles);
-  flash_attention_forward_kernel<T, D>
-      <<<grid, kThreads, kBytes, ctx.stream()>>>(out, lse, qkv, s.t, s.nh, scale_log2);
+  STRATA_LAUNCH(grid, kThreads, kBytes, ctx.stream(), flash_attention_forward_kernel<T, D>)
+  (out, lse, qkv, s.t, s.nh, scale_log2);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 

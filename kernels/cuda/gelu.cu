@@ -87,10 +87,11 @@ void gelu_forward(Context& ctx, T* out, const T* inp, int64_t n) {
   if (n <= 0) return;
   constexpr int kPack = Packed128<T>::kSize;
   if (is_aligned16(out) && is_aligned16(inp)) {
-    gelu_forward_kernel<T, kPack>
-        <<<blocks_for(n, kPack), kBlockSize, 0, ctx.stream()>>>(out, inp, n);
+    STRATA_LAUNCH(blocks_for(n, kPack), kBlockSize, 0, ctx.stream(), gelu_forward_kernel<T, kPack>)
+    (out, inp, n);
   } else {
-    gelu_forward_kernel<T, 1><<<blocks_for(n, 1), kBlockSize, 0, ctx.stream()>>>(out, inp, n);
+    STRATA_LAUNCH(blocks_for(n, 1), kBlockSize, 0, ctx.stream(), gelu_forward_kernel<T, 1>)
+    (out, inp, n);
   }
   STRATA_CUDA_CHECK_LAUNCH();
 }
@@ -100,11 +101,11 @@ void gelu_backward(Context& ctx, T* dinp, const T* inp, const T* dout, int64_t n
   if (n <= 0) return;
   constexpr int kPack = Packed128<T>::kSize;
   if (is_aligned16(dinp) && is_aligned16(inp) && is_aligned16(dout)) {
-    gelu_backward_kernel<T, kPack>
-        <<<blocks_for(n, kPack), kBlockSize, 0, ctx.stream()>>>(dinp, inp, dout, n);
+    STRATA_LAUNCH(blocks_for(n, kPack), kBlockSize, 0, ctx.stream(), gelu_backward_kernel<T, kPack>)
+    (dinp, inp, dout, n);
   } else {
-    gelu_backward_kernel<T, 1>
-        <<<blocks_for(n, 1), kBlockSize, 0, ctx.stream()>>>(dinp, inp, dout, n);
+    STRATA_LAUNCH(blocks_for(n, 1), kBlockSize, 0, ctx.stream(), gelu_backward_kernel<T, 1>)
+    (dinp, inp, dout, n);
   }
   STRATA_CUDA_CHECK_LAUNCH();
 }

@@ -35,9 +35,9 @@ void layernorm_forward(Context& ctx, T* out, float* mean, float* rstd, const T* 
   const bool aligned = is_aligned16(out) && is_aligned16(inp) && is_aligned16(weight) &&
                        (bias == nullptr || is_aligned16(bias));
   norm::dispatch_rows<T>(n, c, aligned, [&](auto vec, auto rows, norm::RowLaunch shape) {
-    layernorm_forward_kernel<T, decltype(vec)::value, decltype(rows)>
-        <<<shape.blocks, shape.threads, 0, ctx.stream()>>>(out, mean, rstd, inp, weight, bias, n,
-                                                           c);
+    STRATA_LAUNCH(shape.blocks, shape.threads, 0, ctx.stream(),
+                  layernorm_forward_kernel<T, decltype(vec)::value, decltype(rows)>)
+    (out, mean, rstd, inp, weight, bias, n, c);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }

@@ -167,7 +167,7 @@ template <typename T>
 void add_bias(Context& ctx, T* out, const T* bias, int64_t n, int64_t oc) {
   constexpr int kThreads = 256;
   const int64_t blocks = std::min<int64_t>(ceil_div(n * oc, kThreads), 65536);
-  add_bias_kernel<<<blocks, kThreads, 0, ctx.stream()>>>(out, bias, n, oc);
+  STRATA_LAUNCH(blocks, kThreads, 0, ctx.stream(), add_bias_kernel)(out, bias, n, oc);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
@@ -360,12 +360,13 @@ void bias_backward(Context& ctx, float* dbias, const T* dout, int64_t n, int64_t
   const int64_t column_blocks = ceil_div(c, kColumns);
   checked_int(column_blocks, "bias_backward column blocks");
   float* partials = reinterpret_cast<float*>(ctx.scratch(chunks * c * sizeof(float)));
-  column_partials_kernel<<<dim3(column_blocks, chunks), dim3(kColumns, kRowGroups), 0,
-                           ctx.stream()>>>(partials, dout, n, c, rows_per_chunk);
+  STRATA_LAUNCH(dim3(column_blocks, chunks), dim3(kColumns, kRowGroups), 0, ctx.stream(),
+                column_partials_kernel)
+  (partials, dout, n, c, rows_per_chunk);
   STRATA_CUDA_CHECK_LAUNCH();
   constexpr int kThreads = 256;
-  sum_partials_kernel<<<ceil_div(c, kThreads), kThreads, 0, ctx.stream()>>>(dbias, partials, chunks,
-                                                                            c);
+  STRATA_LAUNCH(ceil_div(c, kThreads), kThreads, 0, ctx.stream(), sum_partials_kernel)
+  (dbias, partials, chunks, c);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 

@@ -186,26 +186,26 @@ void norm_backward(Context& ctx, const char* kernel, T* dinp, float* dweight, fl
   const int64_t width = vec ? Packed128<T>::kSize : 1;
   const unsigned threads = static_cast<unsigned>(block_threads(ceil_div(c, width)));
   if (vec) {
-    norm_backward_kernel<T, true, kRms>
-        <<<static_cast<unsigned>(blocks), threads, shared_bytes, ctx.stream()>>>(
-            dinp, partial, dout, inp, weight, mean, rstd, dresidual, n, c, with_dbias,
-            shared_accumulators);
+    STRATA_LAUNCH(static_cast<unsigned>(blocks), threads, shared_bytes, ctx.stream(),
+                  norm_backward_kernel<T, true, kRms>)
+    (dinp, partial, dout, inp, weight, mean, rstd, dresidual, n, c, with_dbias,
+     shared_accumulators);
   } else {
-    norm_backward_kernel<T, false, kRms>
-        <<<static_cast<unsigned>(blocks), threads, shared_bytes, ctx.stream()>>>(
-            dinp, partial, dout, inp, weight, mean, rstd, dresidual, n, c, with_dbias,
-            shared_accumulators);
+    STRATA_LAUNCH(static_cast<unsigned>(blocks), threads, shared_bytes, ctx.stream(),
+                  norm_backward_kernel<T, false, kRms>)
+    (dinp, partial, dout, inp, weight, mean, rstd, dresidual, n, c, with_dbias,
+     shared_accumulators);
   }
   STRATA_CUDA_CHECK_LAUNCH();
   constexpr int kSumThreads = 256;
   const unsigned sum_blocks =
       static_cast<unsigned>(std::min(ceil_div(c, kSumThreads), kMaxGridBlocks));
   if (with_dbias) {
-    sum_partials_kernel<true>
-        <<<sum_blocks, kSumThreads, 0, ctx.stream()>>>(dweight, dbias, partial, blocks, c);
+    STRATA_LAUNCH(sum_blocks, kSumThreads, 0, ctx.stream(), sum_partials_kernel<true>)
+    (dweight, dbias, partial, blocks, c);
   } else {
-    sum_partials_kernel<false>
-        <<<sum_blocks, kSumThreads, 0, ctx.stream()>>>(dweight, dbias, partial, blocks, c);
+    STRATA_LAUNCH(sum_blocks, kSumThreads, 0, ctx.stream(), sum_partials_kernel<false>)
+    (dweight, dbias, partial, blocks, c);
   }
   STRATA_CUDA_CHECK_LAUNCH();
 }

@@ -92,11 +92,11 @@ void residual_forward(Context& ctx, T* out, const T* residual, const T* branch, 
   const unsigned blocks = static_cast<unsigned>(
       std::min(ceil_div(ceil_div(n * c, width), kResidualThreads), norm::kMaxGridBlocks));
   if (vec) {
-    residual_forward_kernel<T, true>
-        <<<blocks, kResidualThreads, 0, ctx.stream()>>>(out, residual, branch, bias, n, c);
+    STRATA_LAUNCH(blocks, kResidualThreads, 0, ctx.stream(), residual_forward_kernel<T, true>)
+    (out, residual, branch, bias, n, c);
   } else {
-    residual_forward_kernel<T, false>
-        <<<blocks, kResidualThreads, 0, ctx.stream()>>>(out, residual, branch, bias, n, c);
+    STRATA_LAUNCH(blocks, kResidualThreads, 0, ctx.stream(), residual_forward_kernel<T, false>)
+    (out, residual, branch, bias, n, c);
   }
   STRATA_CUDA_CHECK_LAUNCH();
 }
@@ -111,9 +111,9 @@ void residual_layernorm_forward(Context& ctx, T* residual_out, T* out, float* me
                        is_aligned16(branch) && aligned_or_null(bias) && is_aligned16(weight) &&
                        aligned_or_null(norm_bias);
   norm::dispatch_rows<T>(n, c, aligned, [&](auto vec, auto rows, norm::RowLaunch shape) {
-    residual_layernorm_forward_kernel<T, decltype(vec)::value, decltype(rows)>
-        <<<shape.blocks, shape.threads, 0, ctx.stream()>>>(residual_out, out, mean, rstd, residual,
-                                                           branch, bias, weight, norm_bias, n, c);
+    STRATA_LAUNCH(shape.blocks, shape.threads, 0, ctx.stream(),
+                  residual_layernorm_forward_kernel<T, decltype(vec)::value, decltype(rows)>)
+    (residual_out, out, mean, rstd, residual, branch, bias, weight, norm_bias, n, c);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }
@@ -127,9 +127,9 @@ void residual_rmsnorm_forward(Context& ctx, T* residual_out, T* out, float* rstd
   const bool aligned = is_aligned16(residual_out) && is_aligned16(out) && is_aligned16(residual) &&
                        is_aligned16(branch) && aligned_or_null(bias) && is_aligned16(weight);
   norm::dispatch_rows<T>(n, c, aligned, [&](auto vec, auto rows, norm::RowLaunch shape) {
-    residual_rmsnorm_forward_kernel<T, decltype(vec)::value, decltype(rows)>
-        <<<shape.blocks, shape.threads, 0, ctx.stream()>>>(residual_out, out, rstd, residual,
-                                                           branch, bias, weight, n, c);
+    STRATA_LAUNCH(shape.blocks, shape.threads, 0, ctx.stream(),
+                  residual_rmsnorm_forward_kernel<T, decltype(vec)::value, decltype(rows)>)
+    (residual_out, out, rstd, residual, branch, bias, weight, n, c);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }

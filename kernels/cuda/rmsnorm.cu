@@ -32,8 +32,9 @@ void rmsnorm_forward(Context& ctx, T* out, float* rstd, const T* inp, const T* w
   if (n == 0 || c == 0) return;
   const bool aligned = is_aligned16(out) && is_aligned16(inp) && is_aligned16(weight);
   norm::dispatch_rows<T>(n, c, aligned, [&](auto vec, auto rows, norm::RowLaunch shape) {
-    rmsnorm_forward_kernel<T, decltype(vec)::value, decltype(rows)>
-        <<<shape.blocks, shape.threads, 0, ctx.stream()>>>(out, rstd, inp, weight, n, c);
+    STRATA_LAUNCH(shape.blocks, shape.threads, 0, ctx.stream(),
+                  rmsnorm_forward_kernel<T, decltype(vec)::value, decltype(rows)>)
+    (out, rstd, inp, weight, n, c);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }

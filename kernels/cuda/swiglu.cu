@@ -87,11 +87,12 @@ void swiglu_forward(Context& ctx, T* out, const T* inp, int64_t n, int64_t h) {
   if (n <= 0 || h <= 0) return;
   constexpr int kPack = Packed128<T>::kSize;
   if (h % kPack == 0 && is_aligned16(out) && is_aligned16(inp)) {
-    swiglu_forward_kernel<T, kPack>
-        <<<blocks_for(n, h, kPack), kBlockSize, 0, ctx.stream()>>>(out, inp, n, h);
+    STRATA_LAUNCH(blocks_for(n, h, kPack), kBlockSize, 0, ctx.stream(),
+                  swiglu_forward_kernel<T, kPack>)
+    (out, inp, n, h);
   } else {
-    swiglu_forward_kernel<T, 1>
-        <<<blocks_for(n, h, 1), kBlockSize, 0, ctx.stream()>>>(out, inp, n, h);
+    STRATA_LAUNCH(blocks_for(n, h, 1), kBlockSize, 0, ctx.stream(), swiglu_forward_kernel<T, 1>)
+    (out, inp, n, h);
   }
   STRATA_CUDA_CHECK_LAUNCH();
 }
@@ -101,11 +102,12 @@ void swiglu_backward(Context& ctx, T* dinp, const T* inp, const T* dout, int64_t
   if (n <= 0 || h <= 0) return;
   constexpr int kPack = Packed128<T>::kSize;
   if (h % kPack == 0 && is_aligned16(dinp) && is_aligned16(inp) && is_aligned16(dout)) {
-    swiglu_backward_kernel<T, kPack>
-        <<<blocks_for(n, h, kPack), kBlockSize, 0, ctx.stream()>>>(dinp, inp, dout, n, h);
+    STRATA_LAUNCH(blocks_for(n, h, kPack), kBlockSize, 0, ctx.stream(),
+                  swiglu_backward_kernel<T, kPack>)
+    (dinp, inp, dout, n, h);
   } else {
-    swiglu_backward_kernel<T, 1>
-        <<<blocks_for(n, h, 1), kBlockSize, 0, ctx.stream()>>>(dinp, inp, dout, n, h);
+    STRATA_LAUNCH(blocks_for(n, h, 1), kBlockSize, 0, ctx.stream(), swiglu_backward_kernel<T, 1>)
+    (dinp, inp, dout, n, h);
   }
   STRATA_CUDA_CHECK_LAUNCH();
 }

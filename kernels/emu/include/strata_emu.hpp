@@ -1,0 +1,37 @@
+#pragma once
+// The CPU emulation of CUDA (kernels/emu/README.md): what the emulated runtime offers the
+// emulated libraries (cuBLAS, cuBLASLt, CUB, and later NCCL) and the kernels' launches. Every
+// library call that a real GPU would run asynchronously is queued on its stream with enqueue();
+// the runtime decides when queued work runs (adversarial orders that respect only the stream
+// order and recorded events), so a library must capture its arguments by value and touch
+// device memory only inside the queued work.
+//
+// Shared between the runtime (kernels/emu/runtime.cpp) and the libraries: change it in both.
+
+#include <cstddef>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "cuda_runtime.h"
+
+namespace strata::emu {
+
+// A hard failure of the emulated program (a divergent barrier, a race, a missing event, an
+// access outside an allocation): a GPU would hang, corrupt memory or give a wrong answer. The
+// message names the kernel or call and what went wrong.
+class EmulationError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+[[noreturn]] void fail(const std::string& message);
+
+// Queues work on stream (null: the legacy default stream) after the work queued there so far.
+// `what` names the call in failure messages ("cublasLtMatmul", a kernel's name).
+void enqueue(cudaStream_t stream, std::string what, std::function<void()> work);
+
+// Fails unless [pointer, pointer + bytes) lies inside one live device allocation; what names the
+// argument ("cublasLtMatmul: A").
+void check_device_range(const void* pointer, size_t bytes, const std::string& what);
+
+}  // namespace strata::emu
