@@ -47,3 +47,10 @@ enum cudaMemcpyKind {
   cudaMemcpyDeviceToDevice = 3,
   cudaMemcpyDefault = 4,
 };
+
+// The calls the emulated libraries' tests (tests/emu/library_memory.hpp) make, with the
+// toolkit's signatures; the runtime implements them.
+cudaError_t cudaMalloc(void** devPtr, size_t size);
+cudaError_t cudaFree(void* devPtr);
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind);
+cudaError_t cudaDeviceSynchronize();
