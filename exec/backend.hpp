@@ -47,6 +47,14 @@ class Backend {
   // Blocks the host until every stream is idle.
   virtual void synchronize() = 0;
 
+  // Timing of a step's tasks where they run. mark() takes a timestamp on `stream` once the work
+  // queued there so far is done (the host clock where every call has finished when it returns,
+  // a timing event on a device) and returns its index, counted from 0 after clear_marks();
+  // after synchronize(), mark_ns(i) is mark i's time in ns after mark 0.
+  virtual void clear_marks() = 0;
+  virtual int64_t mark(Stream stream) = 0;
+  virtual int64_t mark_ns(int64_t index) = 0;
+
   // Kernels: the contracts of kernels/cpu/kernels.hpp.
   virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
                               int64_t n, int64_t c, int64_t oc) = 0;

@@ -2,6 +2,7 @@
 // order by construction and events are complete when recorded.
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -51,6 +52,17 @@ class CpuBackend final : public Backend {
   void record_event(Stream, int64_t) override {}
   void wait_event(Stream, int64_t) override {}
   void synchronize() override {}
+
+  void clear_marks() override { marks_.clear(); }
+  int64_t mark(Stream) override {
+    marks_.push_back(std::chrono::steady_clock::now());
+    return static_cast<int64_t>(marks_.size()) - 1;
+  }
+  int64_t mark_ns(int64_t index) override {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               marks_.at(static_cast<size_t>(index)) - marks_.front())
+        .count();
+  }
 
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
                       int64_t n, int64_t c, int64_t oc) override {
@@ -216,6 +228,8 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  std::vector<std::chrono::steady_clock::time_point> marks_;
+
   static void* zeroed(int64_t elements, size_t size) {
     return std::calloc(static_cast<size_t>(std::max<int64_t>(elements, 1)), size);
   }

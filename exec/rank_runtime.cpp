@@ -14,12 +14,6 @@ namespace strata {
 
 namespace {
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 constexpr std::string_view kGatheredSuffix = " gathered";
 
 }  // namespace
@@ -162,13 +156,17 @@ Operands RankRuntime::Impl::operands(std::span<const TensorUse> uses) const {
   return o;
 }
 
-void RankRuntime::Impl::run_task(TaskId id) {
+// Dependencies on other streams: the backend orders them with events (a no-op on the CPU,
+// where every call has finished when it returns).
+void RankRuntime::Impl::wait_for_dependencies(TaskId id) {
   const Task& task = graph.task(id);
-  // Dependencies on other streams: the backend orders them with events (a no-op on the CPU,
-  // where every call has finished when it returns).
   for (const TaskId dep : graph.deps(id)) {
     if (graph.task(dep).rank == rank) backend.wait_event(task.stream, dep);
   }
+}
+
+void RankRuntime::Impl::run_task(TaskId id) {
+  const Task& task = graph.task(id);
   backend.set_stream(task.stream);
   const std::span<const TensorUse> uses = graph.uses(id);
   switch (task.kind) {
@@ -315,13 +313,26 @@ StepMeasurement RankRuntime::run_step(int64_t step) {
   impl.measurement.tasks.reserve(impl.program.size());
   impl.step_tokens.clear();
   impl.grad_norm_reduced = false;
-  const int64_t start = now_ns();
+  // Each task's span from marks on its stream, read once the step is done: on a device, where
+  // the task ran rather than when the host queued it. A task's first mark follows its waits for
+  // dependencies on other streams (run_task queues them first): it ran from when they were done.
+  Backend& backend = impl.backend;
+  backend.clear_marks();
+  backend.mark(Stream::kCompute);  // the step's start, mark 0
+  std::vector<std::pair<int64_t, int64_t>> marks;
+  marks.reserve(impl.program.size());
   for (const TaskId id : impl.program) {
-    const int64_t begin = now_ns();
+    const Stream stream = impl.graph.task(id).stream;
+    impl.wait_for_dependencies(id);
+    const int64_t begin = backend.mark(stream);
     impl.run_task(id);
-    impl.measurement.tasks.push_back({id, begin - start, now_ns() - start});
+    marks.emplace_back(begin, backend.mark(stream));
   }
-  impl.backend.synchronize();
+  backend.synchronize();
+  for (size_t i = 0; i < marks.size(); ++i) {
+    impl.measurement.tasks.push_back(
+        {impl.program[i], backend.mark_ns(marks[i].first), backend.mark_ns(marks[i].second)});
+  }
   impl.measurement.grad_norm = impl.grad_norm;
   return std::move(impl.measurement);
 }

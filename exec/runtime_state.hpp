@@ -59,6 +59,9 @@ struct RankRuntime::Impl {
   float* workspace(size_t index, int64_t elements);
   Operands operands(std::span<const TensorUse> uses) const;
 
+  // Queues the waits of task id's stream for its dependencies on the rank's other streams.
+  void wait_for_dependencies(TaskId id);
+  // Runs task id on its stream, then records its event; its waits are queued already.
   void run_task(TaskId id);
   void run_memory(std::span<const TensorUse> uses);
   void run_collective(const Task& task, std::span<const TensorUse> uses);

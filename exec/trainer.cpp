@@ -13,6 +13,7 @@
 #include "common/units.hpp"
 #include "exec/checkpoint.hpp"
 #include "exec/inprocess_communicator.hpp"
+#include "exec/loopback_communicator.hpp"
 #include "plan/plan_json.hpp"
 #include "plan/rank_layout.hpp"
 
@@ -88,8 +89,12 @@ RankRun run_rank(const CompiledPlan& compiled, const TrainOptions& options, Comm
   groups.push_back(world);
   comm.register_groups(groups);
 
-  std::unique_ptr<Backend> backend = make_cpu_backend();
-  RankRuntime runtime(compiled, rank, *backend, comm, data, options.optimizer, options.seed);
+  std::unique_ptr<Backend> backend =
+      options.device_backend ? options.device_backend(rank) : make_cpu_backend();
+  std::unique_ptr<Communicator> device_comm;
+  if (options.device_backend) device_comm = make_loopback_communicator(comm, *backend);
+  RankRuntime runtime(compiled, rank, *backend, device_comm ? *device_comm : comm, data,
+                      options.optimizer, options.seed);
   if (first_step > 0) {
     const std::string file = checkpoint_step_dir(options.checkpoint_dir, first_step) +
                              fmt::format("/rank-{:05}.bin", rank);

@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "exec/backend.hpp"
 #include "exec/communicator.hpp"
 #include "exec/rank_runtime.hpp"
 #include "plan/compile.hpp"
@@ -27,6 +29,11 @@ struct TrainOptions {
   std::string checkpoint_dir;    // empty: no checkpoints
   int64_t checkpoint_every = 0;  // steps between checkpoints (0: none)
   bool resume = false;
+  // Where each rank computes: null, the CPU backend on host memory; else the backend this
+  // returns for a rank (the CUDA backend, exec/cuda_backend.hpp), whose buffers are device
+  // memory: its collectives then go through the loopback communicator
+  // (exec/loopback_communicator.hpp) over the run's own.
+  std::function<std::unique_ptr<Backend>(int32_t rank)> device_backend;
 };
 
 struct StepReport {
