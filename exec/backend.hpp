@@ -46,6 +46,9 @@ class Backend {
   virtual void wait_event(Stream stream, int64_t event) = 0;
   // Blocks the host until every stream is idle.
   virtual void synchronize() = 0;
+  // The current stream's handle in the device's own API (a cudaStream_t on CUDA), for a
+  // communicator that queues its collectives on the task's stream (NCCL); null on the CPU.
+  virtual void* native_stream() { return nullptr; }
 
   // Timing of a step's tasks where they run. mark() takes a timestamp on `stream` once the work
   // queued there so far is done (the host clock where every call has finished when it returns,
