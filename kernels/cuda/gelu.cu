@@ -1,12 +1,14 @@
 // GELU (Hendrycks & Gimpel 2016) in GPT-2's tanh approximation on the GPU, as
-// kernels/cpu/gelu.cpp: 0.5 (1 + tanh u) written as sigmoid(2u), one exp per element. Elementwise
-// and memory-bound: each thread moves 16 bytes at a time (llm.c's Packed128) where the pointers
-// allow, grid-striding over int64 indices so that n past 2^31 works.
+// kernels/cpu/gelu.cpp, with the formulas of gelu_tanh.cuh: 0.5 (1 + tanh u) written as
+// sigmoid(2u), one exp per element. Elementwise and memory-bound: each thread moves 16 bytes at a
+// time (llm.c's Packed128) where the pointers allow, grid-striding over int64 indices so that n
+// past 2^31 works.
 
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gelu_tanh.cuh"
 #include "kernels/cuda/kernels.hpp"
 
 namespace strata::cuda {
@@ -15,26 +17,6 @@ namespace {
 constexpr int kBlockSize = 256;
 // Enough blocks to fill any current GPU many times over; larger n grid-strides.
 constexpr int64_t kMaxBlocks = int64_t{1} << 16;
-
-// sqrt(2/pi) and the cubic coefficient of the tanh approximation (kernels/cpu/gelu.cpp).
-constexpr float kGeluScale = 0.7978845608028654f;
-constexpr float kGeluCubic = 0.044715f;
-
-// sigmoid(2u) = 0.5 (1 + tanh u) with u = sqrt(2/pi) (x + 0.044715 x^3). For x very negative,
-// expf overflows to inf and the result is 0 (no NaN).
-__device__ __forceinline__ float sigmoid_2u(float x) {
-  const float u = kGeluScale * (x + kGeluCubic * x * x * x);
-  return 1.0f / (1.0f + expf(-2.0f * u));
-}
-
-__device__ __forceinline__ float gelu(float x) { return x * sigmoid_2u(x); }
-
-// gelu'(x) = g + 2 x g (1 - g) s (1 + 3 a x^2) with g = sigmoid(2u), s = sqrt(2/pi),
-// a = 0.044715 (derived in kernels/cpu/gelu.cpp).
-__device__ __forceinline__ float gelu_grad(float x) {
-  const float g = sigmoid_2u(x);
-  return g + 2.0f * x * g * (1.0f - g) * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
-}
 
 // out is (n), inp (n). Thread i handles packs i, i + stride, ... of kWidth elements; with
 // kWidth > 1 the last n % kWidth elements follow one by one.
@@ -47,11 +29,11 @@ __global__ void gelu_forward_kernel(T* out, const T* inp, int64_t n) {
     float x[kWidth];
     load_floats(x, inp + p * kWidth);
     float y[kWidth];
-    for (int k = 0; k < kWidth; ++k) y[k] = gelu(x[k]);
+    for (int k = 0; k < kWidth; ++k) y[k] = gelu_tanh::value(x[k]);
     store_floats(out + p * kWidth, y);
   }
   for (int64_t i = packs * kWidth + first; i < n; i += stride) {
-    out[i] = from_float<T>(gelu(to_float(inp[i])));
+    out[i] = from_float<T>(gelu_tanh::value(to_float(inp[i])));
   }
 }
 
@@ -67,11 +49,11 @@ __global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, int64
     load_floats(x, inp + p * kWidth);
     load_floats(dy, dout + p * kWidth);
     float dx[kWidth];
-    for (int k = 0; k < kWidth; ++k) dx[k] = gelu_grad(x[k]) * dy[k];
+    for (int k = 0; k < kWidth; ++k) dx[k] = gelu_tanh::derivative(x[k]) * dy[k];
     store_floats(dinp + p * kWidth, dx);
   }
   for (int64_t i = packs * kWidth + first; i < n; i += stride) {
-    dinp[i] = from_float<T>(gelu_grad(to_float(inp[i])) * to_float(dout[i]));
+    dinp[i] = from_float<T>(gelu_tanh::derivative(to_float(inp[i])) * to_float(dout[i]));
   }
 }
 

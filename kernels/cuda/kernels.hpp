@@ -119,6 +119,15 @@ void swiglu_forward(Context& ctx, T* out, const T* inp, int64_t n, int64_t h);
 template <typename T>
 void swiglu_backward(Context& ctx, T* dinp, const T* inp, const T* dout, int64_t n, int64_t h);
 
+// GeGLU (Shazeer 2020, Gemma's MLP), the same layout as SwiGLU: rows of inp (N,2H) = [gate | up],
+// out (N,H) = gelu(gate) * up with the tanh approximation of gelu_forward; dinp (N,2H) =
+// [dout * up * gelu'(gate) | dout * gelu(gate)], written. As cpu::geglu_forward /
+// cpu::geglu_backward.
+template <typename T>
+void geglu_forward(Context& ctx, T* out, const T* inp, int64_t n, int64_t h);
+template <typename T>
+void geglu_backward(Context& ctx, T* dinp, const T* inp, const T* dout, int64_t n, int64_t h);
+
 // ---- Causal attention ---------------------------------------------------------------------
 // qkv is (B,T,3*NH*HS) as in cpu::attention_forward: per token [q | k | v], NH heads of HS each;
 // out (B,T,NH*HS). Two paths; the caller picks one per run and keeps what its backward needs.

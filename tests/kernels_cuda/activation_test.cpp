@@ -1,4 +1,4 @@
-// The activations on the GPU (kernels/cuda/gelu.cu, kernels/cuda/swiglu.cu) against the CPU
+// The activations on the GPU (kernels/cuda/gelu.cu, swiglu.cu, geglu.cu) against the CPU
 // references in float64, on the same inputs rounded to T: sizes that are not multiples of the
 // 16-byte pack, and pointers one element past alignment (the scalar path), with guard elements
 // around each output that must stay as poisoned.
@@ -132,6 +132,45 @@ TEMPLATE_TEST_CASE("swiglu forward and backward on the GPU match the float64 CPU
       STRATA_REQUIRE_CLOSE(TestType, "swiglu out", download_at(d_out, offset, out_count), ref_out);
       STRATA_REQUIRE_CLOSE(TestType, "swiglu dinp", download_at(d_dinp, offset, in_count),
                            ref_dinp);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("geglu forward and backward on the GPU match the float64 CPU reference",
+                   "[gpu][geglu]", float, bf16) {
+  // out = gelu(gate) * up, dinp = [dout * up * gelu'(gate) | dout * gelu(gate)] over rows
+  // [gate | up] (kernels/cpu/geglu.cpp), gate in [-4, 4] for both tails of gelu. H = 5 and 13
+  // are no multiple of a pack (scalar); H = 12 is of fp32's 4 but not of bf16's 8; H = 136 is of
+  // both (16-byte packs); offset 1 misaligns every pointer (scalar). Guard elements stay poisoned.
+  struct Shape {
+    int64_t n, h;
+  };
+  Context ctx;
+  for (const Shape shape : {Shape{3, 5}, Shape{7, 13}, Shape{4, 12}, Shape{9, 136}}) {
+    for (const size_t offset : {0, 1}) {
+      INFO("(N,H) = (" << shape.n << "," << shape.h << "), offset = " << offset);
+      const size_t in_count = static_cast<size_t>(shape.n * 2 * shape.h);
+      const size_t out_count = static_cast<size_t>(shape.n * shape.h);
+      const uint64_t seed = static_cast<uint64_t>(shape.n * 10000 + shape.h + 7);
+      const std::vector<float> inp = rounded<TestType>(random_floats(in_count, seed, -4.0f, 4.0f));
+      const std::vector<float> dout = rounded<TestType>(random_floats(out_count, seed + 1));
+      const DeviceBuffer<TestType> d_inp = upload_at<TestType>(inp, offset);
+      const DeviceBuffer<TestType> d_dout = upload_at<TestType>(dout, offset);
+      DeviceBuffer<TestType> d_out = poisoned_output<TestType>(out_count);
+      DeviceBuffer<TestType> d_dinp = poisoned_output<TestType>(in_count);
+
+      geglu_forward(ctx, d_out.data() + offset, d_inp.data() + offset, shape.n, shape.h);
+      geglu_backward(ctx, d_dinp.data() + offset, d_inp.data() + offset, d_dout.data() + offset,
+                     shape.n, shape.h);
+
+      const std::vector<double> x = to_double(inp);
+      const std::vector<double> dy = to_double(dout);
+      std::vector<double> ref_out(out_count);
+      std::vector<double> ref_dinp(in_count);
+      cpu::geglu_forward(ref_out.data(), x.data(), shape.n, shape.h);
+      cpu::geglu_backward(ref_dinp.data(), x.data(), dy.data(), shape.n, shape.h);
+      STRATA_REQUIRE_CLOSE(TestType, "geglu out", download_at(d_out, offset, out_count), ref_out);
+      STRATA_REQUIRE_CLOSE(TestType, "geglu dinp", download_at(d_dinp, offset, in_count), ref_dinp);
     }
   }
 }
