@@ -157,6 +157,22 @@ template <typename T>
 void flash_attention_backward(Context& ctx, T* dqkv, const T* dout, const T* qkv, const T* out,
                               const float* lse, int64_t b, int64_t t, int64_t nh, int64_t hs);
 
+// ---- Rotary position embedding ------------------------------------------------------------
+
+// As cpu::rotary_forward: rotate-half RoPE (Su et al. 2021) on rows of inp, out (B,T,W),
+// W = row_stride: the heads (HS even) in columns [first_col, first_col + heads*HS) rotated, pair
+// i < HS/2 of the token at position p by angle = p * theta^(-2i/HS), computed in double as the
+// reference does; the other columns copied when out != inp (out == inp works in place). A shape
+// outside the row, or HS odd, throws std::invalid_argument. (T, HS/2) doubles of scratch.
+template <typename T>
+void rotary_forward(Context& ctx, T* out, const T* inp, int64_t b, int64_t t, int64_t heads,
+                    int64_t hs, int64_t row_stride, int64_t first_col, double theta);
+// As cpu::rotary_backward: dinp = dout rotated by the negative angle, the other columns copied;
+// written (=), in place when dinp == dout.
+template <typename T>
+void rotary_backward(Context& ctx, T* dinp, const T* dout, int64_t b, int64_t t, int64_t heads,
+                     int64_t hs, int64_t row_stride, int64_t first_col, double theta);
+
 // ---- Embedding ----------------------------------------------------------------------------
 
 // As cpu::embedding_forward: out (B*T,C) = wte[token - vocab_start] (0 outside the shard)
