@@ -7,6 +7,7 @@
 //  - Parameter gradients (dweight, dbias, dwte, dwpe) are fp32 and ACCUMULATE (+=), as
 //    Megatron-LM's fp32 main_grad buffers; input gradients (dinp, dqkv, dlogits) are T and are
 //    WRITTEN (=). Saved statistics (mean, rstd, lse) are fp32.
+//  - Scalars the references take as T (dropout_scale) are float here.
 //  - Every pointer is device memory; every call is queued on ctx.stream() and returns at once.
 //  - Every reduction runs in a fixed order: the same inputs give the same bits, run after run.
 //  - The float variants never use TF32: they match the CPU references to about 1e-6.
@@ -85,10 +86,17 @@ template <typename T>
 void rmsnorm_backward(Context& ctx, T* dinp, float* dweight, const T* dout, const T* inp,
                       const T* weight, const float* rstd, const T* dresidual, int64_t n, int64_t c);
 
-// out (N,C) = residual + branch + bias (C, or null): as cpu::residual_forward.
+// out (N,C) = residual + branch + bias (C, or null): as cpu::residual_forward. With a dropout
+// mask (N,C) of 0 and 1 (dropout_mask), Megatron-LM's bias_dropout_add: out = residual +
+// (branch + bias) * mask * dropout_scale, the bias added before the dropout. mask null: no
+// dropout (dropout_scale ignored).
 template <typename T>
 void residual_forward(Context& ctx, T* out, const T* residual, const T* branch, const T* bias,
-                      int64_t n, int64_t c);
+                      int64_t n, int64_t c, const T* mask = nullptr, float dropout_scale = 1.0f);
+
+// dst (n) += src (n), in fp32 rounded to T: a residual stream's gradient picking up a branch's.
+template <typename T>
+void accumulate(Context& ctx, T* dst, const T* src, int64_t n);
 
 // The residual add fused with the norm after it, one pass instead of two: residual_out (N,C) =
 // residual + branch + bias (as residual_forward), then out, mean and rstd as layernorm_forward
@@ -172,6 +180,20 @@ void rotary_forward(Context& ctx, T* out, const T* inp, int64_t b, int64_t t, in
 template <typename T>
 void rotary_backward(Context& ctx, T* dinp, const T* dout, int64_t b, int64_t t, int64_t heads,
                      int64_t hs, int64_t row_stride, int64_t first_col, double theta);
+
+// ---- Dropout ------------------------------------------------------------------------------
+
+// As cpu::dropout_mask, bit for bit: mask (N,C) = 1 where kept, 0 where dropped, with
+// x = cpu::dropout_key(cpu::dropout_key(stream, row_keys[i]), j) and the element kept when
+// (x >> 11) * 2^-53 >= rate (in double). row_keys (N) is device memory. A rate outside [0, 1)
+// throws std::invalid_argument.
+template <typename T>
+void dropout_mask(Context& ctx, T* mask, uint64_t stream, const uint64_t* row_keys, int64_t n,
+                  int64_t c, double rate);
+// As cpu::apply_dropout: out (n) = in * mask * dropout_scale, written, in place when out == in.
+template <typename T>
+void apply_dropout(Context& ctx, T* out, const T* in, const T* mask, float dropout_scale,
+                   int64_t n);
 
 // ---- Embedding ----------------------------------------------------------------------------
 

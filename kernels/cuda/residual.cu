@@ -1,9 +1,11 @@
-// The residual add on the GPU (kernels/cpu/residual.cpp), alone and fused with the norm that
-// follows it in a pre-norm transformer block, as llm.c's fused_residual_forward5: one pass writes
-// residual_out and normalizes it, instead of a second kernel reading residual_out back. The norm
-// reads residual_out as stored (rounded to T), with the device code of the plain norms
-// (norm_rows.cuh), so its results are those of residual_forward followed by the norm, and the
-// backward, which reads residual_out, sees the forward's input.
+// The residual add on the GPU (kernels/cpu/residual.cpp), alone (with hidden dropout on the
+// branch: Megatron-LM's bias_dropout_add) and fused with the norm that follows it in a pre-norm
+// transformer block, as llm.c's fused_residual_forward5: one pass writes residual_out and
+// normalizes it, instead of a second kernel reading residual_out back. The norm reads
+// residual_out as stored (rounded to T), with the device code of the plain norms (norm_rows.cuh),
+// so its results are those of residual_forward followed by the norm, and the backward, which
+// reads residual_out, sees the forward's input. Also the residual stream's gradient picking up a
+// branch's (accumulate).
 
 #include <algorithm>
 
@@ -16,18 +18,67 @@ namespace {
 
 constexpr int kResidualThreads = 256;
 
-// out is (N,C), residual (N,C), branch (N,C), bias (C) or null: out = residual + branch + bias,
-// over the N*C elements in chunks of kW (a chunk never crosses a row: C % kW == 0).
+// The residual add with dropout on one chunk, as cpu::residual_forward with a mask:
+// out = residual + (branch + bias) * mask * dropout_scale in fp32, rounded to T. bias points at
+// the chunk's channels, or is null.
+template <typename T, int kW>
+__device__ __forceinline__ void residual_dropout_chunk(T* out, const T* residual, const T* branch,
+                                                       const T* bias, const T* mask,
+                                                       float dropout_scale) {
+  float r[kW], b[kW], m[kW];
+  load_floats(r, residual);
+  load_floats(b, branch);
+  load_floats(m, mask);
+  if (bias != nullptr) {
+    float bb[kW];
+    load_floats(bb, bias);
+#pragma unroll
+    for (int e = 0; e < kW; ++e) b[e] += bb[e];
+  }
+#pragma unroll
+  for (int e = 0; e < kW; ++e) r[e] += b[e] * m[e] * dropout_scale;
+  store_floats(out, r);
+}
+
+// out is (N,C), residual (N,C), branch (N,C), bias (C) or null, mask (N,C) or null: out =
+// residual + branch + bias without a mask, residual + (branch + bias) * mask * dropout_scale with
+// one, over the N*C elements in chunks of kW (a chunk never crosses a row: C % kW == 0).
 template <typename T, bool kVec>
 __global__ void residual_forward_kernel(T* out, const T* residual, const T* branch, const T* bias,
-                                        int64_t n, int64_t c) {
+                                        const T* mask, float dropout_scale, int64_t n, int64_t c) {
   constexpr int kW = norm::kWidth<T, kVec>;
   const int64_t total = n * c;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x * kW;
   for (int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kW; i < total;
        i += step) {
-    norm::residual_chunk<T, kW>(out + i, residual + i, branch + i,
-                                bias != nullptr ? bias + i % c : nullptr);
+    const T* chunk_bias = bias != nullptr ? bias + i % c : nullptr;
+    if (mask != nullptr) {
+      residual_dropout_chunk<T, kW>(out + i, residual + i, branch + i, chunk_bias, mask + i,
+                                    dropout_scale);
+    } else {
+      norm::residual_chunk<T, kW>(out + i, residual + i, branch + i, chunk_bias);
+    }
+  }
+}
+
+// dst (n) += src (n) in fp32, rounded to T; packs of kWidth elements, then the last n % kWidth
+// one by one.
+template <typename T, int kWidth>
+__global__ void accumulate_kernel(T* dst, const T* src, int64_t n) {
+  const int64_t packs = n / kWidth;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t p = first; p < packs; p += stride) {
+    float d[kWidth];
+    float x[kWidth];
+    load_floats(d, dst + p * kWidth);
+    load_floats(x, src + p * kWidth);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) d[k] += x[k];
+    store_floats(dst + p * kWidth, d);
+  }
+  for (int64_t i = packs * kWidth + first; i < n; i += stride) {
+    dst[i] = from_float<T>(to_float(dst[i]) + to_float(src[i]));
   }
 }
 
@@ -83,20 +134,38 @@ bool aligned_or_null(const void* pointer) { return pointer == nullptr || is_alig
 
 template <typename T>
 void residual_forward(Context& ctx, T* out, const T* residual, const T* branch, const T* bias,
-                      int64_t n, int64_t c) {
+                      int64_t n, int64_t c, const T* mask, float dropout_scale) {
   norm::check_sizes("residual_forward", n, c);
   if (n == 0 || c == 0) return;
   const bool vec = c % Packed128<T>::kSize == 0 && is_aligned16(out) && is_aligned16(residual) &&
-                   is_aligned16(branch) && aligned_or_null(bias);
+                   is_aligned16(branch) && aligned_or_null(bias) && aligned_or_null(mask);
   const int64_t width = vec ? Packed128<T>::kSize : 1;
   const unsigned blocks = static_cast<unsigned>(
       std::min(ceil_div(ceil_div(n * c, width), kResidualThreads), norm::kMaxGridBlocks));
   if (vec) {
     STRATA_LAUNCH(blocks, kResidualThreads, 0, ctx.stream(), residual_forward_kernel<T, true>)
-    (out, residual, branch, bias, n, c);
+    (out, residual, branch, bias, mask, dropout_scale, n, c);
   } else {
     STRATA_LAUNCH(blocks, kResidualThreads, 0, ctx.stream(), residual_forward_kernel<T, false>)
-    (out, residual, branch, bias, n, c);
+    (out, residual, branch, bias, mask, dropout_scale, n, c);
+  }
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void accumulate(Context& ctx, T* dst, const T* src, int64_t n) {
+  if (n <= 0) return;
+  const bool vec = is_aligned16(dst) && is_aligned16(src);
+  const int64_t width = vec ? Packed128<T>::kSize : 1;
+  const unsigned blocks = static_cast<unsigned>(
+      std::clamp(ceil_div(ceil_div(n, width), kResidualThreads), int64_t{1}, norm::kMaxGridBlocks));
+  if (vec) {
+    STRATA_LAUNCH(blocks, kResidualThreads, 0, ctx.stream(),
+                  accumulate_kernel<T, Packed128<T>::kSize>)
+    (dst, src, n);
+  } else {
+    STRATA_LAUNCH(blocks, kResidualThreads, 0, ctx.stream(), accumulate_kernel<T, 1>)
+    (dst, src, n);
   }
   STRATA_CUDA_CHECK_LAUNCH();
 }
@@ -135,9 +204,11 @@ void residual_rmsnorm_forward(Context& ctx, T* residual_out, T* out, float* rstd
 }
 
 template void residual_forward<float>(Context&, float*, const float*, const float*, const float*,
-                                      int64_t, int64_t);
+                                      int64_t, int64_t, const float*, float);
 template void residual_forward<bf16>(Context&, bf16*, const bf16*, const bf16*, const bf16*,
-                                     int64_t, int64_t);
+                                     int64_t, int64_t, const bf16*, float);
+template void accumulate<float>(Context&, float*, const float*, int64_t);
+template void accumulate<bf16>(Context&, bf16*, const bf16*, int64_t);
 template void residual_layernorm_forward<float>(Context&, float*, float*, float*, float*,
                                                 const float*, const float*, const float*,
                                                 const float*, const float*, int64_t, int64_t);

@@ -1,7 +1,8 @@
 // The normalization kernels on the GPU (kernels/cuda/layernorm.cu, rmsnorm.cu, residual.cu)
 // against the CPU references in double (kernels/cpu), on the same inputs rounded to T: forwards,
-// backwards with and without the fused residual gradient (also in place), the residual add and
-// its fusion with the norms, unaligned buffers (the scalar path), and bit-for-bit repeatability.
+// backwards with and without the fused residual gradient (also in place), the residual add (also
+// with a dropout mask) and its fusion with the norms, accumulate, unaligned buffers (the scalar
+// path), and bit-for-bit repeatability.
 
 #include <catch2/catch.hpp>
 
@@ -327,6 +328,77 @@ TEMPLATE_TEST_CASE("residual_forward matches the CPU reference, with and without
       residual_forward(ctx, out.data(), d_residual.data(), d_branch.data(),
                        with_bias ? d_bias.data() : nullptr, n, c);
       STRATA_REQUIRE_CLOSE(T, "out", download(out), ref);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("residual_forward with a dropout mask matches the CPU reference",
+                   "[gpu][norm][dropout]", float, bf16) {
+  // Megatron-LM's bias_dropout_add: out = residual + (branch + bias) * mask * dropout_scale, the
+  // bias added before the dropout, as cpu::residual_forward<double> with the mask of
+  // cpu::dropout_mask (rate 0.3, scale 1 / 0.7). C = 1, 37 (the scalar path) and 64, 264 (16-byte
+  // chunks for both types), with and without a bias; a dropped element's out is its residual.
+  using T = TestType;
+  Context ctx;
+  constexpr double kRate = 0.3;
+  const float scale = static_cast<float>(1.0 / (1.0 - kRate));
+  uint64_t seed = 5500;
+  for (const Shape& shape : {Shape{3, 1}, Shape{7, 37}, Shape{5, 64}, Shape{4, 264}}) {
+    for (const bool with_bias : {true, false}) {
+      INFO("N = " << shape.n << ", C = " << shape.c << (with_bias ? ", bias" : ", no bias"));
+      const int64_t n = shape.n, c = shape.c;
+      const std::vector<float> residual = rounded<T>(random_floats(n * c, seed += 10)),
+                               branch = rounded<T>(random_floats(n * c, seed + 1)),
+                               bias = rounded<T>(random_floats(c, seed + 2));
+      std::vector<uint64_t> keys(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) keys[i] = cpu::dropout_key(seed, static_cast<uint64_t>(i));
+      std::vector<float> mask(n * c);
+      cpu::dropout_mask(mask.data(), 4, keys.data(), n, c, kRate);
+      const std::vector<double> residual_d = to_double(residual), branch_d = to_double(branch),
+                                bias_d = to_double(bias), mask_d = to_double(mask);
+      std::vector<double> ref(n * c);
+      cpu::residual_forward(ref.data(), residual_d.data(), branch_d.data(),
+                            with_bias ? bias_d.data() : nullptr, n, c, mask_d.data(),
+                            static_cast<double>(scale));
+      DeviceBuffer<T> d_residual = upload<T>(residual), d_branch = upload<T>(branch),
+                      d_bias = upload<T>(bias), d_mask = upload<T>(mask);
+      DeviceBuffer<T> out(n * c);
+      poison(out);
+      residual_forward(ctx, out.data(), d_residual.data(), d_branch.data(),
+                       with_bias ? d_bias.data() : nullptr, n, c, d_mask.data(), scale);
+      const std::vector<float> got = download(out);
+      STRATA_REQUIRE_CLOSE(T, "out", got, ref);
+      for (int64_t k = 0; k < n * c; ++k) {
+        if (mask[k] == 0.0f) CHECK(got[k] == residual[k]);
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("accumulate adds src into dst", "[gpu][norm]", float, bf16) {
+  // dst += src (a residual stream's gradient picking up a branch's): dst - start equals src up to
+  // T's rounding of the sum, for n = 1, 7, 1029 (a scalar tail after the 16-byte packs) and
+  // offset 1 (every pointer misaligned: the scalar kernel); the element past the range is left
+  // as it was.
+  using T = TestType;
+  Context ctx;
+  for (const int64_t n : {1, 7, 1029}) {
+    for (const size_t offset : {0, 1}) {
+      INFO("n = " << n << ", offset = " << offset);
+      const std::vector<float> start = rounded<T>(random_floats(n + 1, 6000 + n)),
+                               src = rounded<T>(random_floats(n + 1, 6100 + n));
+      DeviceBuffer<T> d_dst = upload<T>(start), d_src = upload<T>(src);
+      accumulate(ctx, d_dst.data() + offset, d_src.data() + offset, n);
+      const std::vector<float> got = download(d_dst);
+      std::vector<double> ref(n);
+      std::vector<float> sum(n);
+      for (int64_t k = 0; k < n; ++k) {
+        ref[k] = static_cast<double>(start[k + offset]) + src[k + offset];
+        sum[k] = got[k + offset];
+      }
+      STRATA_REQUIRE_CLOSE(T, "dst", sum, ref);
+      const size_t outside = offset == 0 ? static_cast<size_t>(n) : 0;
+      CHECK(got[outside] == start[outside]);
     }
   }
 }
