@@ -139,6 +139,7 @@ void geglu_backward(Context& ctx, T* dinp, const T* inp, const T* dout, int64_t 
 // ---- Causal attention ---------------------------------------------------------------------
 // qkv is (B,T,3*NH*HS) as in cpu::attention_forward: per token [q | k | v], NH heads of HS each;
 // out (B,T,NH*HS). Two paths; the caller picks one per run and keeps what its backward needs.
+// Grouped-query attention with a window and dropout (path 3, below) has its own layout.
 
 // Path 1, as the CPU reference: per batch, the products over all heads as strided-batched cuBLAS
 // calls, and a fused scale-mask-softmax kernel between them. att (B,NH,T,T) receives the
@@ -164,6 +165,30 @@ void flash_attention_forward(Context& ctx, T* out, float* lse, const T* qkv, int
 template <typename T>
 void flash_attention_backward(Context& ctx, T* dqkv, const T* dout, const T* qkv, const T* out,
                               const float* lse, int64_t b, int64_t t, int64_t nh, int64_t hs);
+
+// Path 3, general grouped-query attention, as cpu::gqa_attention_forward: NKV kv heads
+// (NH % NKV == 0; query head h reads kv head h / (NH/NKV)); qkv (B,T,(NH+2*NKV)*HS) holds per
+// token [q (NH*HS) | k (NKV*HS) | v (NKV*HS)]; out (B,T,NH*HS). att (B,NH,T,T) receives the
+// softmax probabilities over the keys each query sees, exact zeros elsewhere: window 0, keys
+// j <= i; window w > 0 (Mistral's sliding_window), keys i - w < j <= i; w >= T the same as 0.
+// With dropout, keep (B,NH,T,T) is a mask of 0 and 1 (dropout_mask) and out = (att * keep *
+// dropout_scale) @ v; att stays undropped, and dropped (B,NH,T,T), when not null, receives
+// att * keep * dropout_scale. keep null: no dropout (dropout_scale and dropped ignored). One warp
+// per (batch, head, query row), the fp32 scores recomputed rather than stored, every sum in a
+// fixed order. HS at most 256 (else std::invalid_argument); no alignment needed.
+template <typename T>
+void gqa_attention_forward(Context& ctx, T* out, T* att, const T* qkv, int64_t b, int64_t t,
+                           int64_t nh, int64_t nkv, int64_t hs, int64_t window, const T* keep,
+                           float dropout_scale, T* dropped);
+// As cpu::gqa_attention_backward: dqkv (B,T,(NH+2*NKV)*HS) written from dout (B,T,NH*HS), the
+// forward's undropped att, keep (or null) and dropout_scale. Deterministic without atomics: one
+// warp per query row writes dq; one warp per (batch, kv head, key row) writes dk and dv, summing
+// over the group's query heads and then the query rows in ascending order. (B,NH,T) floats of
+// scratch.
+template <typename T>
+void gqa_attention_backward(Context& ctx, T* dqkv, const T* dout, const T* qkv, const T* att,
+                            int64_t b, int64_t t, int64_t nh, int64_t nkv, int64_t hs,
+                            int64_t window, const T* keep, float dropout_scale);
 
 // ---- Rotary position embedding ------------------------------------------------------------
 
