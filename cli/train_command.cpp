@@ -1,5 +1,6 @@
 #include "cli/train_command.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -19,6 +20,9 @@
 #include "exec/trainer.hpp"
 #include "plan/plan_json.hpp"
 #include "sim/trace.hpp"
+#if STRATA_HAVE_CUDA_BACKEND
+#include "exec/cuda_backend.hpp"
+#endif
 #if STRATA_HAVE_MPI
 #include <mpi.h>
 
@@ -54,19 +58,24 @@ struct TrainCommandOptions {
 // a batch where the flags give none.
 CompiledPlan compile_train_plan(TrainCommandOptions& options) {
   PlanFlags& flags = options.flags;
-  if (options.backend != "cpu") {
-    throw InputError(
-        kCommandLine, "--backend",
-        fmt::format("'{}' is not built; this build runs the cpu backend", options.backend),
-        "use --backend cpu");
+  if (options.backend != "cpu" && !(options.backend == "cuda" && STRATA_HAVE_CUDA_BACKEND)) {
+    throw InputError(kCommandLine, "--backend",
+                     fmt::format("'{}' is not built; this build runs {}", options.backend,
+                                 STRATA_HAVE_CUDA_BACKEND ? "--backend cpu or cuda"
+                                                          : "the cpu "
+                                                            "backend"),
+                     STRATA_HAVE_CUDA_BACKEND ? "use --backend cpu or --backend cuda"
+                                              : "use --backend cpu, or build where the CUDA "
+                                                "toolkit is for --backend cuda");
   }
+  // Both backends train in fp32 (the CUDA backend's fp32 variants are its parity mode).
+  const std::string trains_in =
+      fmt::format("the {} backend trains in fp32", options.backend == "cuda" ? "CUDA" : "CPU");
   if (flags.dtype && *flags.dtype != "fp32") {
-    throw InputError(kCommandLine, "--dtype", "the CPU backend trains in fp32",
-                     "drop --dtype or give --dtype fp32");
+    throw InputError(kCommandLine, "--dtype", trains_in, "drop --dtype or give --dtype fp32");
   }
   if (flags.bf16 || flags.fp16) {
-    throw InputError(kCommandLine, flags.bf16 ? "--bf16" : "--fp16",
-                     "the CPU backend trains in fp32", "drop the flag");
+    throw InputError(kCommandLine, flags.bf16 ? "--bf16" : "--fp16", trains_in, "drop the flag");
   }
   flags.dtype = "fp32";
   if (flags.model.empty() && flags.scenario.empty()) flags.model = "tiny-gpt";
@@ -157,6 +166,21 @@ TrainOptions train_options(const TrainCommandOptions& options) {
   train.checkpoint_dir = options.checkpoint_dir;
   train.checkpoint_every = options.checkpoint_every;
   train.resume = options.resume;
+#if STRATA_HAVE_CUDA_BACKEND
+  // Thread-ranks share device 0 (their collectives through the loopback communicator); MPI
+  // processes take the node's devices in turn.
+  if (options.backend == "cuda") {
+    if (cuda_device_count() == 0) {
+      throw InputError(kCommandLine, "--backend",
+                       "'cuda' needs a CUDA device, and this machine's driver shows none",
+                       "run on a machine with an NVIDIA GPU, or use --backend cpu");
+    }
+    const bool threads = options.comm == "inprocess";
+    train.device_backend = [threads](int32_t rank) {
+      return make_cuda_backend(threads ? 0 : rank % std::max(cuda_device_count(), 1));
+    };
+  }
+#endif
   return train;
 }
 
@@ -280,7 +304,11 @@ void add_train_command(CLI::App& app, std::function<int()>& run) {
       "Run a plan for real: train a GPT-2- or Llama-style model on byte-level text, rank by "
       "rank");
   add_plan_flags(*command, options->flags);
-  command->add_option("--backend", options->backend, "Where ranks compute (cpu)")->type_name("cpu");
+  command
+      ->add_option("--backend", options->backend,
+                   "Where ranks compute: cpu, or cuda (fp32 on CUDA devices; builds with the CUDA "
+                   "toolkit)")
+      ->type_name("cpu|cuda");
   command
       ->add_option("--comm", options->comm,
                    "Ranks as threads of this process (inprocess) or as MPI processes (mpi, under "

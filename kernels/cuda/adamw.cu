@@ -76,8 +76,8 @@ struct AdamWCoefficients {
 };
 
 // param (n, or null), master (n), grad (n), m (n), v (n); norm_squared (1) is the squared global
-// gradient norm, null when clipping is off. As cpu::adamw_update in fp32, with
-// grad_scale = cpu::clip_factor(sqrt(*norm_squared), max_norm) =
+// gradient norm, null when the clip factor comes from the host (host_grad_scale). As
+// cpu::adamw_update in fp32, with grad_scale = cpu::clip_factor(sqrt(*norm_squared), max_norm) =
 // 1 if max_norm <= 0, else min(1, max_norm / (sqrt(norm_squared) + 1e-6)) (PyTorch's
 // clip_grad_norm_), and param = the updated master rounded to T:
 //   g = grad * grad_scale, m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2,
@@ -85,10 +85,13 @@ struct AdamWCoefficients {
 template <typename T>
 __global__ void adamw_kernel(T* param, float* master, const float* grad, float* m, float* v,
                              int64_t n, AdamWCoefficients c, const double* norm_squared,
-                             double max_norm) {
-  const float grad_scale =
-      max_norm <= 0.0 ? 1.0f
-                      : static_cast<float>(fmin(1.0, max_norm / (sqrt(*norm_squared) + 1e-6)));
+                             double max_norm, float host_grad_scale) {
+  float grad_scale = host_grad_scale;
+  if (norm_squared != nullptr) {
+    grad_scale = max_norm <= 0.0
+                     ? 1.0f
+                     : static_cast<float>(fmin(1.0, max_norm / (sqrt(*norm_squared) + 1e-6)));
+  }
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
     const float g = grad[i] * grad_scale;
@@ -121,19 +124,19 @@ void sum_of_squares(Context& ctx, double* total, const float* x, int64_t n) {
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+
+// Both entry points: the clip factor from *norm_squared on the device, or host_grad_scale when
+// norm_squared is null.
 template <typename T>
-void adamw_update(Context& ctx, T* param, float* master, const float* grad, float* m, float* v,
+void launch_adamw(Context& ctx, T* param, float* master, const float* grad, float* m, float* v,
                   int64_t n, const AdamWConfig& config, int64_t step, const double* norm_squared,
-                  double max_norm) {
+                  double max_norm, float host_grad_scale) {
   if (n < 0) throw std::invalid_argument("n = " + std::to_string(n) + ": a size is not negative");
   if (step < 1) {
     throw std::invalid_argument("step = " + std::to_string(step) +
                                 ": AdamW counts steps from 1 (the bias corrections divide by "
                                 "1 - beta^step)");
-  }
-  if (max_norm > 0 && norm_squared == nullptr) {
-    throw std::invalid_argument("max_norm = " + std::to_string(max_norm) +
-                                " clips, but norm_squared is null: pass the squared gradient norm");
   }
   if (n == 0) return;
   const double b1 = config.beta1;
@@ -151,13 +154,36 @@ void adamw_update(Context& ctx, T* param, float* master, const float* grad, floa
   };
   const int blocks = static_cast<int>(std::min(ceil_div(n, kAdamWBlockSize), kAdamWMaxBlocks));
   STRATA_LAUNCH(blocks, kAdamWBlockSize, 0, ctx.stream(), adamw_kernel<T>)
-  (param, master, grad, m, v, n, c, norm_squared, max_norm);
+  (param, master, grad, m, v, n, c, norm_squared, max_norm, host_grad_scale);
   STRATA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+template <typename T>
+void adamw_update(Context& ctx, T* param, float* master, const float* grad, float* m, float* v,
+                  int64_t n, const AdamWConfig& config, int64_t step, const double* norm_squared,
+                  double max_norm) {
+  if (max_norm > 0 && norm_squared == nullptr) {
+    throw std::invalid_argument("max_norm = " + std::to_string(max_norm) +
+                                " clips, but norm_squared is null: pass the squared gradient norm");
+  }
+  launch_adamw(ctx, param, master, grad, m, v, n, config, step, norm_squared, max_norm, 1.0f);
+}
+
+template <typename T>
+void adamw_update(Context& ctx, T* param, float* master, const float* grad, float* m, float* v,
+                  int64_t n, const AdamWConfig& config, int64_t step, float grad_scale) {
+  launch_adamw(ctx, param, master, grad, m, v, n, config, step, nullptr, 0.0, grad_scale);
 }
 
 template void adamw_update<float>(Context&, float*, float*, const float*, float*, float*, int64_t,
                                   const AdamWConfig&, int64_t, const double*, double);
 template void adamw_update<bf16>(Context&, bf16*, float*, const float*, float*, float*, int64_t,
                                  const AdamWConfig&, int64_t, const double*, double);
+template void adamw_update<float>(Context&, float*, float*, const float*, float*, float*, int64_t,
+                                  const AdamWConfig&, int64_t, float);
+template void adamw_update<bf16>(Context&, bf16*, float*, const float*, float*, float*, int64_t,
+                                 const AdamWConfig&, int64_t, float);
 
 }  // namespace strata::cuda

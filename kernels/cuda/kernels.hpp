@@ -274,5 +274,10 @@ template <typename T>
 void adamw_update(Context& ctx, T* param, float* master, const float* grad, float* m, float* v,
                   int64_t n, const AdamWConfig& config, int64_t step, const double* norm_squared,
                   double max_norm);
+// The same with the clip factor computed on the host (the executor reduces the global norm
+// there): g = grad * grad_scale.
+template <typename T>
+void adamw_update(Context& ctx, T* param, float* master, const float* grad, float* m, float* v,
+                  int64_t n, const AdamWConfig& config, int64_t step, float grad_scale);
 
 }  // namespace strata::cuda
