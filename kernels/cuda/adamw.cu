@@ -27,7 +27,7 @@ constexpr int64_t kSumMaxBlocks = 1024;
 // only the additions round. Thread t of the grid (stride threads in all) owns
 // i = t + k * stride; it loads kSumUnroll of them per step, adding 0 past the end.
 __global__ void sum_of_squares_partials_kernel(double* partials, const float* x, int64_t n) {
-  __shared__ double shared[kWarpSize];
+  STRATA_SHARED(double, shared, [kWarpSize]);
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   double sum = 0.0;
   for (int64_t base = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; base < n;
@@ -50,7 +50,7 @@ __global__ void sum_of_squares_partials_kernel(double* partials, const float* x,
 
 // total is (1), partials (count): *total += the sum of the partials, in one block's fixed order.
 __global__ void sum_of_squares_total_kernel(double* total, const double* partials, int count) {
-  __shared__ double shared[kWarpSize];
+  STRATA_SHARED(double, shared, [kWarpSize]);
   double sum = 0.0;
   for (int b = threadIdx.x; b < count; b += blockDim.x) sum += partials[b];
   sum = block_sum(sum, shared);

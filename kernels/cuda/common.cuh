@@ -20,13 +20,30 @@ constexpr int kWarpSize = 32;
 // kernel<<<grid, block, shared_bytes, stream>>>(arguments...) under nvcc. The kernel comes last
 // so that a template-id's commas stay in the macro's variadic part. Built by the host compiler
 // for the CPU emulation of CUDA (STRATA_CUDA_EMU, kernels/emu), the same call queues the launch
-// on the emulated stream.
+// on the emulated stream, with the kernel as written for failure messages.
 #if defined(STRATA_CUDA_EMU)
 #define STRATA_LAUNCH(grid, block, shared_bytes, stream, ...) \
-  ::strata::emu::launch(grid, block, shared_bytes, stream, __VA_ARGS__)
+  STRATA_EMU_LAUNCH(grid, block, shared_bytes, stream, __VA_ARGS__)
 #else
 #define STRATA_LAUNCH(grid, block, shared_bytes, stream, ...) \
   __VA_ARGS__<<<grid, block, shared_bytes, stream>>>
+#endif
+
+// Shared memory declarations: STRATA_SHARED(float, sums, [4][32]) is
+// `__shared__ float sums[4][32]` and STRATA_DYNAMIC_SHARED(float, partial, 16) is
+// `extern __shared__ __align__(16) float partial[]` under nvcc. The CPU emulation gives each
+// block its own shared memory, which host `static` variables cannot (strata_emu_device.hpp; its
+// dynamic region is 128-byte aligned).
+#if defined(STRATA_CUDA_EMU)
+#define STRATA_SHARED(type, name, extents) STRATA_EMU_SHARED(type, name, extents)
+#define STRATA_DYNAMIC_SHARED(type, name, alignment) STRATA_EMU_DYNAMIC_SHARED(type, name)
+#else
+#define STRATA_SHARED(type, name, extents) __shared__ type name extents
+// clang-format would split the declaration after __align__(alignment).
+// clang-format off
+#define STRATA_DYNAMIC_SHARED(type, name, alignment) \
+  extern __shared__ __align__(alignment) type name[]
+// clang-format on
 #endif
 
 // Checks the launch just queued (a bad configuration is reported here; a fault in the kernel
@@ -112,16 +129,46 @@ struct alignas(16) Packed128 {
   static constexpr int kSize = 16 / sizeof(T);
   T values[kSize];
 };
+// The CPU emulation fails on a misaligned address, which faults on a GPU.
 template <typename T>
 __device__ __forceinline__ Packed128<T> load128(const T* address) {
+#if defined(STRATA_CUDA_EMU)
+  ::strata::emu::check_aligned16(address, "load128");
+#endif
   return *reinterpret_cast<const Packed128<T>*>(address);
 }
 template <typename T>
 __device__ __forceinline__ void store128(T* address, const Packed128<T>& packed) {
+#if defined(STRATA_CUDA_EMU)
+  ::strata::emu::check_aligned16(address, "store128");
+#endif
   *reinterpret_cast<Packed128<T>*>(address) = packed;
 }
 inline bool is_aligned16(const void* pointer) {
   return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
+}
+
+// 16 bytes from global to shared memory without registers (cp.async.cg, sm_80 and later): the
+// copy is in flight until this thread's wait_async_copies(); both addresses 16-byte aligned. The
+// CPU emulation lands the copy only at the wait, and fails on a misaligned address.
+__device__ __forceinline__ void copy_async16(void* shared_destination, const void* global_source) {
+#if defined(STRATA_CUDA_EMU)
+  ::strata::emu::copy_async16(shared_destination, global_source);
+#else
+  const unsigned to_shared = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to_shared), "l"(global_source)
+               : "memory");
+#endif
+}
+
+// Waits until this thread's copy_async16 copies have landed; a __syncthreads() after it makes
+// every thread's copies visible to the block.
+__device__ __forceinline__ void wait_async_copies() {
+#if defined(STRATA_CUDA_EMU)
+  ::strata::emu::wait_async_copies();
+#else
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
+#endif
 }
 
 // x = p[0, kWidth) as floats: one 16-byte load when kWidth is Packed128<T>::kSize (p must then

@@ -148,7 +148,7 @@ template <bool kVector, typename T>
 __global__ void fused_cross_entropy_kernel(float* losses, T* dlogits, const T* logits,
                                            const int32_t* targets, float scale, int64_t n,
                                            int64_t v) {
-  __shared__ float shared[2 * kWarpSize];
+  STRATA_SHARED(float, shared, [2 * kWarpSize]);
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const T* row = logits + i * v;
     T* drow = dlogits + i * v;
@@ -169,7 +169,7 @@ __global__ void fused_cross_entropy_kernel(float* losses, T* dlogits, const T* l
 // maxes is (N), logits (N,V).
 template <bool kVector, typename T>
 __global__ void row_max_kernel(float* maxes, const T* logits, int64_t n, int64_t v) {
-  __shared__ float shared[kWarpSize];
+  STRATA_SHARED(float, shared, [kWarpSize]);
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     float max = -INFINITY;
     for_each_in_row<kVector>(logits + i * v, v, [&](int64_t, float x) { max = fmaxf(max, x); });
@@ -185,7 +185,7 @@ template <bool kVector, typename T>
 __global__ void cross_entropy_partials_kernel(float* sums, float* targets_logit, const T* logits,
                                               const float* maxes, const int32_t* targets,
                                               int64_t vocab_start, int64_t n, int64_t v) {
-  __shared__ float shared[kWarpSize];
+  STRATA_SHARED(float, shared, [kWarpSize]);
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const T* row = logits + i * v;
     const float max = maxes[i];

@@ -97,10 +97,7 @@ __device__ __forceinline__ void load_tile(T* tile, const T* g, int64_t g_ld, int
     const int col = chunk % kChunksPerRow * kVector;
     T* to = tile + row * kTileLd<T, D> + col;
     if (row < rows_valid) {
-      const unsigned to_shared = static_cast<unsigned>(__cvta_generic_to_shared(to));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to_shared),
-                   "l"(g + row * g_ld + col)
-                   : "memory");
+      copy_async16(to, g + row * g_ld + col);
     } else {
       *reinterpret_cast<uint4*>(to) = make_uint4(0u, 0u, 0u, 0u);
     }
@@ -109,9 +106,7 @@ __device__ __forceinline__ void load_tile(T* tile, const T* g, int64_t g_ld, int
 
 // Waits until this thread's cp.async copies (load_tile) have landed; a __syncthreads() after it
 // makes every thread's copies visible to the block.
-__device__ __forceinline__ void wait_for_tiles() {
-  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
-}
+__device__ __forceinline__ void wait_for_tiles() { wait_async_copies(); }
 
 // values (64) in shared memory = scale * g[r] for rows r < rows_valid, 0 past them (per-query
 // lse and D of the backward). Threads 0..63 store.
@@ -256,7 +251,15 @@ using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 // that must work for any space), where the compiler infers .shared for the float ones; these
 // issue the same PTX instruction with .shared and a 32-bit shared address, filling the four
 // 32-bit registers of the fragment exactly as the library's builtin does (PTX ISA, "Matrix
-// Fragments for WMMA": a bf16 A or B fragment of m16n16k16 is four .b32 registers).
+// Fragments for WMMA": a bf16 A or B fragment of m16n16k16 is four .b32 registers). The CPU
+// emulation has no PTX: there they are the library's loads.
+#if defined(STRATA_CUDA_EMU)
+#define STRATA_WMMA_LOAD_SHARED(FragType, layout_and_shape)                                  \
+  __device__ __forceinline__ void load_shared(FragType& frag, const bf16* p, unsigned ldm) { \
+    __cvta_generic_to_shared(p); /* fails unless p is in shared memory, as .shared needs */  \
+    wmma::load_matrix_sync(frag, p, ldm);                                                    \
+  }
+#else
 #define STRATA_WMMA_LOAD_SHARED(FragType, layout_and_shape)                                  \
   __device__ __forceinline__ void load_shared(FragType& frag, const bf16* p, unsigned ldm) { \
     unsigned* r = reinterpret_cast<unsigned*>(frag.x);                                       \
@@ -266,6 +269,7 @@ using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
                  : "r"(address), "r"(ldm)                                                    \
                  : "memory");                                                                \
   }
+#endif
 STRATA_WMMA_LOAD_SHARED(FragA, "a.sync.aligned.row.m16n16k16")
 STRATA_WMMA_LOAD_SHARED(FragBRow, "b.sync.aligned.row.m16n16k16")
 STRATA_WMMA_LOAD_SHARED(FragBCol, "b.sync.aligned.col.m16n16k16")

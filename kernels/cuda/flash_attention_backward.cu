@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(kThreads, key_pass_blocks_per_sm<T, D>())
                                         const float* dvec, int t, int nh, float scale,
                                         float scale_log2) {
   using Layout = KeyPassLayout<T, D>;
-  extern __shared__ __align__(128) unsigned char shared[];
+  STRATA_DYNAMIC_SHARED(unsigned char, shared, 128);
   const BackwardShared<T, Layout> s(shared);
 
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(kThreads, query_pass_blocks_per_sm<T, D>())
                                           const float* dvec, int t, int nh, float scale,
                                           float scale_log2) {
   using Layout = QueryPassLayout<T, D>;
-  extern __shared__ __align__(128) unsigned char shared[];
+  STRATA_DYNAMIC_SHARED(unsigned char, shared, 128);
   const BackwardShared<T, Layout> s(shared);
 
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;

@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(kThreads, forward_blocks_per_sm<T, D>())
     flash_attention_forward_kernel(T* out, float* lse, const T* qkv, int t, int nh,
                                    float scale_log2) {
   using Layout = ForwardLayout<T, D>;
-  extern __shared__ __align__(128) unsigned char shared[];
+  STRATA_DYNAMIC_SHARED(unsigned char, shared, 128);
   T* s_q = reinterpret_cast<T*>(shared + Layout::kQ);
   float* s_scores = reinterpret_cast<float*>(shared + Layout::kScores);
   T* s_probs = reinterpret_cast<T*>(shared + Layout::kProbs);

@@ -18,7 +18,7 @@ template <typename T, bool kVec, typename Rows>
 __global__ void __launch_bounds__(norm::kMaxThreads)
     layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
                              const T* bias, int64_t n, int64_t c) {
-  __shared__ float reduce_shared[kWarpSize];
+  STRATA_SHARED(float, reduce_shared, [kWarpSize]);
   for (int64_t row = Rows::first_row(); row < n; row += Rows::row_stride()) {
     norm::layernorm_row<T, kVec, Rows>(out + row * c, mean + row, rstd + row, inp + row * c, weight,
                                        bias, c, reduce_shared);

@@ -224,7 +224,7 @@ constexpr int64_t kMaxChunks = 512;
 template <typename T>
 __global__ void column_partials_kernel(float* partials, const T* dout, int64_t n, int64_t c,
                                        int64_t rows_per_chunk) {
-  __shared__ float sums[kRowGroups][kColumns];
+  STRATA_SHARED(float, sums, [kRowGroups][kColumns]);
   const int64_t column = blockIdx.x * int64_t{kColumns} + threadIdx.x;
   const int64_t begin = blockIdx.y * rows_per_chunk;
   const int64_t end = std::min(n, begin + rows_per_chunk);

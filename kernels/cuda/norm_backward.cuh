@@ -66,8 +66,8 @@ __global__ void __launch_bounds__(kMaxThreads)
                          const float* mean, const float* rstd, const T* dresidual, int64_t n,
                          int64_t c, bool with_dbias, bool shared_accumulators) {
   constexpr int kW = kWidth<T, kVec>;
-  extern __shared__ __align__(16) float shared_partial[];  // 16: accumulate's vector accesses
-  __shared__ float reduce_shared[kWarpSize];
+  STRATA_DYNAMIC_SHARED(float, shared_partial, 16);  // 16: accumulate's vector accesses
+  STRATA_SHARED(float, reduce_shared, [kWarpSize]);
   const int64_t partial_width = with_dbias ? 2 * c : c;
   float* block_partial = partial + blockIdx.x * partial_width;
   float* acc_weight = shared_accumulators ? shared_partial : block_partial;

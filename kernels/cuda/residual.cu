@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(norm::kMaxThreads)
                                       const T* residual, const T* branch, const T* bias,
                                       const T* weight, const T* norm_bias, int64_t n, int64_t c) {
   constexpr int kW = norm::kWidth<T, kVec>;
-  __shared__ float reduce_shared[kWarpSize];
+  STRATA_SHARED(float, reduce_shared, [kWarpSize]);
   for (int64_t row = Rows::first_row(); row < n; row += Rows::row_stride()) {
     T* r_out = residual_out + row * c;
     const T* r = residual + row * c;
@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(norm::kMaxThreads)
                                     const T* branch, const T* bias, const T* weight, int64_t n,
                                     int64_t c) {
   constexpr int kW = norm::kWidth<T, kVec>;
-  __shared__ float reduce_shared[kWarpSize];
+  STRATA_SHARED(float, reduce_shared, [kWarpSize]);
   for (int64_t row = Rows::first_row(); row < n; row += Rows::row_stride()) {
     T* r_out = residual_out + row * c;
     const T* r = residual + row * c;

@@ -9,6 +9,7 @@
 // Shared between the runtime (kernels/emu/runtime.cpp) and the libraries: change it in both.
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -33,5 +34,23 @@ void enqueue(cudaStream_t stream, std::string what, std::function<void()> work);
 // Fails unless [pointer, pointer + bytes) lies inside one live device allocation; what names the
 // argument ("cublasLtMatmul: A").
 void check_device_range(const void* pointer, size_t bytes, const std::string& what);
+
+// The order in which the emulator runs what a GPU may run in any order: the threads of a block
+// between two barriers, the blocks of a grid, and the queued work of streams not ordered by
+// FIFO order or events. Running a program in all three and comparing the results shows the races
+// no single order can (kernels/emu/README.md).
+enum class Order { kForward, kReverse, kRandom };
+
+struct Options {
+  Order order = Order::kForward;
+  uint64_t seed = 1;       // of Order::kRandom's generator
+  bool racecheck = false;  // the shared-memory write-write race detector (README.md)
+};
+
+// Read from the environment on first use: STRATA_EMU_ORDER=forward|reverse|random,
+// STRATA_EMU_SEED=<integer>, STRATA_EMU_RACECHECK=0|1; a value outside these fails.
+const Options& options();
+// Replaces the options (tests that compare orders) and restarts the random generator.
+void set_options(const Options& options);
 
 }  // namespace strata::emu
