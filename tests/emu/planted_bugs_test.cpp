@@ -284,9 +284,10 @@ TEST_CASE("dynamic shared memory over 48 KiB without the attribute fails", "[emu
 // More than 1024 threads in a block is an invalid configuration on every GPU.
 TEST_CASE("a block of more than 1024 threads fails", "[emu]") {
   DeviceInts x(2048);
-  const std::string refused =
-      emulation_error([&] { STRATA_EMU_LAUNCH(1, 2048, 0, nullptr, write_ramp)
-                            (x.data()); });
+  const std::string refused = emulation_error([&] {
+    STRATA_EMU_LAUNCH(1, 2048, 0, nullptr, write_ramp)
+    (x.data());
+  });
   CHECK(refused.find("has 2048 threads") != std::string::npos);
 }
 
