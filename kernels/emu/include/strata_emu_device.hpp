@@ -67,6 +67,9 @@ void check_aligned16(const void* pointer, const char* what);
 void copy_async16(void* shared_destination, const void* global_source);
 void wait_async_copies();
 
+// The completion of a collective that only synchronizes (__syncwarp).
+inline void complete_nothing(void* const* /*lane_operands*/) {}
+
 // Calls complete with lane_operands cast back to Operands.
 template <typename Operands, void (*Complete)(Operands* const* lanes)>
 void complete_typed(void* const* lane_operands) {
@@ -181,7 +184,7 @@ using detail::wait_async_copies;
 
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
   ::strata::emu::detail::warp_collective("__syncwarp", mask, nullptr,
-                                         [](void* const* /*lane_operands*/) {});
+                                         &::strata::emu::detail::complete_nothing);
 }
 
 // The value of lane (this lane ^ lane_mask) within groups of width lanes; a lane whose partner
