@@ -24,7 +24,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
 
-  // Memory. allocate() returns zero-filled device memory.
+  // Memory. allocate() returns device memory zero-filled in the order of the current stream: a
+  // task on another stream sees the zeros once it waits for the allocating task's event, or
+  // after synchronize().
   virtual float* allocate(int64_t elements) = 0;
   virtual int32_t* allocate_tokens(int64_t elements) = 0;
   virtual void release(void* data) = 0;

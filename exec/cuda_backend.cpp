@@ -238,15 +238,29 @@ class CudaBackend final : public Backend {
                           int64_t b, int64_t t, int64_t nh, int64_t hs) override {
     cuda::attention_backward<float>(ctx(), dqkv, dout, qkv, att, b, t, nh, hs);
   }
+  // Multi-head attention over the whole causal prefix without dropout is path 1 (cuBLAS
+  // products and a fused softmax), cpu::gqa_attention_forward's bits of cpu::attention_forward
+  // for that case; the general kernel serves grouped heads, windows and dropout.
+  static bool is_plain_attention(int64_t nh, int64_t nkv, int64_t window, const float* keep) {
+    return nkv == nh && window == 0 && keep == nullptr;
+  }
   void gqa_attention_forward(float* out, float* att, const float* qkv, int64_t b, int64_t t,
                              int64_t nh, int64_t nkv, int64_t hs, int64_t window, const float* keep,
                              float dropout_scale, float* dropped) override {
+    if (is_plain_attention(nh, nkv, window, keep) && dropped == nullptr) {
+      cuda::attention_forward<float>(ctx(), out, att, qkv, b, t, nh, hs);
+      return;
+    }
     cuda::gqa_attention_forward<float>(ctx(), out, att, qkv, b, t, nh, nkv, hs, window, keep,
                                        dropout_scale, dropped);
   }
   void gqa_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                               int64_t b, int64_t t, int64_t nh, int64_t nkv, int64_t hs,
                               int64_t window, const float* keep, float dropout_scale) override {
+    if (is_plain_attention(nh, nkv, window, keep)) {
+      cuda::attention_backward<float>(ctx(), dqkv, dout, qkv, att, b, t, nh, hs);
+      return;
+    }
     cuda::gqa_attention_backward<float>(ctx(), dqkv, dout, qkv, att, b, t, nh, nkv, hs, window,
                                         keep, dropout_scale);
   }

@@ -301,6 +301,9 @@ RankRuntime::RankRuntime(const CompiledPlan& compiled, int32_t rank, Backend& ba
       backend, rank_param_blocks(compiled.model, compiled.plan, coord.pp, coord.tp),
       compiled.plan.zero_stage, compiled.plan.dp, coord.dp, compiled.plan.tp, coord.tp, seed);
   impl_ = std::make_unique<Impl>(compiled, rank, backend, comm, data, optimizer, *params_, seed);
+  // The tensors bound for the whole run were zeroed (and the weights uploaded) on the current
+  // stream; a task on another stream has no event to wait for them.
+  backend.synchronize();
 }
 
 RankRuntime::~RankRuntime() = default;

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <utility>
@@ -44,13 +45,17 @@ constexpr std::byte kPoison{0xFF};
 constexpr size_t kSharedAlignment = 128;
 
 // Fiber stacks of 256 KiB with a guard page below each, mapped once and reused by every block
-// (a block has at most 1024 threads, so at most 1024 stacks are in use). Only the pages a
-// thread touches take memory.
+// of every host thread (a block has at most 1024 threads, so while the device lock serializes
+// the threads at most 1024 stacks are in use). Only the pages a thread touches take memory. One
+// pool for the process, not one per host thread: each stack is two mappings, and pools of
+// threads that come and go (a run's rank threads) would reach the kernel's map count limit
+// (vm.max_map_count, 65530 by default).
 class StackPool {
  public:
   static constexpr size_t kStackBytes = 256 * 1024;
 
   context::stack_context allocate() {
+    const std::lock_guard lock(mutex_);
     if (free_.empty()) map_stack();
     std::byte* base = free_.back();
     free_.pop_back();
@@ -61,6 +66,7 @@ class StackPool {
   }
 
   void deallocate(context::stack_context& stack) {
+    const std::lock_guard lock(mutex_);
     free_.push_back(static_cast<std::byte*>(stack.sp) - kStackBytes - page_bytes_);
   }
 
@@ -74,10 +80,11 @@ class StackPool {
   }
 
   size_t page_bytes_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::mutex mutex_;
   std::vector<std::byte*> free_;
 };
 
-// Boost.Context's stack allocator over the host thread's pool.
+// Boost.Context's stack allocator over the process's pool.
 struct PooledStack {
   StackPool* pool;
   context::stack_context allocate() { return pool->allocate(); }
@@ -85,7 +92,7 @@ struct PooledStack {
 };
 
 StackPool& stack_pool() {
-  thread_local StackPool pool;
+  static StackPool pool;
   return pool;
 }
 

@@ -119,6 +119,8 @@ const char* cudaGetErrorName(cudaError_t error) {
       return "cudaErrorInvalidDevice";
     case cudaErrorInvalidConfiguration:
       return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidPitchValue:
+      return "cudaErrorInvalidPitchValue";
     case cudaErrorNoKernelImageForDevice:
       return "cudaErrorNoKernelImageForDevice";
     case cudaErrorUnsupportedPtxVersion:
@@ -154,6 +156,8 @@ const char* cudaGetErrorString(cudaError_t error) {
       return "invalid device ordinal";
     case cudaErrorInvalidConfiguration:
       return "invalid configuration argument";
+    case cudaErrorInvalidPitchValue:
+      return "invalid pitch argument";
     case cudaErrorNoKernelImageForDevice:
       return "no kernel image is available for execution on the device";
     case cudaErrorUnsupportedPtxVersion:

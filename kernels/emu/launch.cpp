@@ -57,6 +57,7 @@ void check_shape(const std::string& kernel, dim3 grid, dim3 block, size_t shared
 }  // namespace
 
 cudaError_t set_function_attribute(KernelKey kernel, cudaFuncAttribute attribute, int value) {
+  const DeviceLock lock;
   switch (attribute) {
     case cudaFuncAttributeMaxDynamicSharedMemorySize:
       if (value < 0 || static_cast<size_t>(value) > kSharedBytesPerBlock) {
@@ -74,6 +75,7 @@ namespace detail {
 
 void launch_grid(const char* kernel_name, KernelKey kernel, dim3 grid, dim3 block,
                  size_t shared_bytes, cudaStream_t stream, ThreadBody body) {
+  const DeviceLock lock;
   check_shape(kernel_name, grid, block, shared_bytes, kernel);
   auto launch = std::make_shared<GridLaunch>(
       GridLaunch{kernel_name, grid, block, shared_bytes, std::move(body)});

@@ -13,16 +13,21 @@
 // Among the ready items the options choose the oldest, the newest or one at random, so a
 // missing event gives a wrong answer in some order.
 //
-// One host thread drives the emulation (as one CUDA context used from one thread); queued work
-// runs on the thread that synchronizes.
+// Several host threads may drive the emulation (a rank each, with streams of its own): the
+// device lock (strata_emu.hpp) serializes them, and queued work runs on the thread that
+// synchronizes. A work item that releases the lock while it waits for other threads (Unlocked)
+// stays "running": it is complete for nobody until it returns, and a thread that needs it waits.
 
 #include <chrono>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -61,6 +66,8 @@ struct Work {
 
 struct Runtime {
   std::map<uint64_t, Work> pending;  // by id, which is the enqueue order
+  std::set<uint64_t> running;        // taken from pending, not yet returned
+  uint64_t releases = 0;             // times a thread released the device lock (Unlocked)
   uint64_t next_id = 1;
   CUstream_st legacy;
   std::vector<std::unique_ptr<CUstream_st>> streams;
@@ -75,7 +82,16 @@ Runtime& runtime() {
 
 thread_local cudaError_t last_error = cudaSuccess;
 
-bool is_pending(uint64_t id) { return id != 0 && runtime().pending.count(id) != 0; }
+std::recursive_mutex& device_mutex() {
+  static std::recursive_mutex mutex;
+  return mutex;
+}
+thread_local int lock_depth = 0;  // this thread's holds of the device mutex
+
+// Not complete: queued, or running on some thread.
+bool is_pending(uint64_t id) {
+  return id != 0 && (runtime().pending.count(id) != 0 || runtime().running.count(id) != 0);
+}
 
 // The stream behind a handle (null: the legacy default stream); fails on an unknown handle.
 CUstream_st& stream_of(cudaStream_t stream, const std::string& what) {
@@ -113,39 +129,73 @@ uint64_t enqueue_on(CUstream_st& stream, std::string what, std::function<void()>
   return id;
 }
 
-// Runs targets and everything they wait for (every pending item when targets is empty), one
-// ready item at a time in the options' order. A failure drops the rest of the queued work, as a
-// fault leaves a GPU's context unusable, and propagates.
+// Runs targets and everything they wait for (every incomplete item when targets is empty), one
+// ready item at a time in the options' order, until none of them is incomplete; items running on
+// other threads (released by Unlocked) are waited for. A failure drops the rest of the queued
+// work, as a fault leaves a GPU's context unusable, and propagates.
+//
+// The items needed and their dependencies are gathered once (Kahn's algorithm over them), and
+// again whenever the device lock was released meanwhile (other threads may have run or queued
+// work): the queues of a training step hold thousands of items.
 void run_until(const std::vector<uint64_t>& targets) {
+  const DeviceLock lock;
   Runtime& r = runtime();
-  std::set<uint64_t> needed;
-  if (targets.empty()) {
-    for (const auto& [id, work] : r.pending) needed.insert(id);
+  std::vector<uint64_t> goals(targets);
+  if (goals.empty()) {
+    for (const auto& [id, work] : r.pending) goals.push_back(id);
+    goals.insert(goals.end(), r.running.begin(), r.running.end());
   }
-  std::vector<uint64_t> to_visit(targets);
-  while (!to_visit.empty()) {
-    const uint64_t id = to_visit.back();
-    to_visit.pop_back();
-    if (!is_pending(id) || !needed.insert(id).second) continue;
-    for (const uint64_t before : r.pending.at(id).after) to_visit.push_back(before);
-  }
-  while (!needed.empty()) {
-    std::vector<uint64_t> ready;
-    for (const uint64_t id : needed) {
-      const Work& work = r.pending.at(id);
-      bool waits = false;
-      for (const uint64_t before : work.after) waits = waits || is_pending(before);
-      if (!waits) ready.push_back(id);
+  while (true) {
+    const uint64_t releases = r.releases;
+    std::set<uint64_t> needed;
+    std::vector<uint64_t> to_visit(goals);
+    while (!to_visit.empty()) {
+      const uint64_t id = to_visit.back();
+      to_visit.pop_back();
+      if (!is_pending(id) || !needed.insert(id).second) continue;
+      const auto queued = r.pending.find(id);
+      if (queued == r.pending.end()) continue;  // running elsewhere
+      for (const uint64_t before : queued->second.after) to_visit.push_back(before);
     }
-    const uint64_t next = ready[pick_next(ready.size())];
-    Work work = std::move(r.pending.at(next));
-    r.pending.erase(next);
-    needed.erase(next);
-    try {
-      work.run();
-    } catch (...) {
-      r.pending.clear();
-      throw;
+    if (needed.empty()) return;
+    // Per queued item, how many of its dependencies are incomplete; who waits for each.
+    std::map<uint64_t, int> waiting_on;
+    std::map<uint64_t, std::vector<uint64_t>> dependents;
+    std::set<uint64_t> ready;  // oldest first
+    for (const uint64_t id : needed) {
+      const auto queued = r.pending.find(id);
+      if (queued == r.pending.end()) continue;
+      int count = 0;
+      for (const uint64_t before : queued->second.after) {
+        if (!is_pending(before)) continue;
+        ++count;
+        dependents[before].push_back(id);
+      }
+      waiting_on[id] = count;
+      if (count == 0) ready.insert(id);
+    }
+    while (!ready.empty() && r.releases == releases) {
+      const uint64_t next = *std::next(ready.begin(), static_cast<long>(pick_next(ready.size())));
+      ready.erase(next);
+      Work work = std::move(r.pending.at(next));
+      r.pending.erase(next);
+      r.running.insert(next);
+      try {
+        work.run();
+      } catch (...) {
+        r.running.erase(next);
+        r.pending.clear();
+        throw;
+      }
+      r.running.erase(next);
+      for (const uint64_t waiter : dependents[next]) {
+        if (--waiting_on[waiter] == 0) ready.insert(waiter);
+      }
+    }
+    if (r.releases == releases) {
+      // Nothing ready: what is left waits for items running on other threads.
+      const Unlocked unlocked;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
 }
@@ -201,14 +251,37 @@ uint64_t enqueue_set(void* pointer, int value, size_t bytes, CUstream_st& stream
 
 // ---- The contract with the emulated libraries (strata_emu.hpp) -------------------------------
 
+DeviceLock::DeviceLock() {
+  device_mutex().lock();
+  ++lock_depth;
+}
+
+DeviceLock::~DeviceLock() {
+  --lock_depth;
+  device_mutex().unlock();
+}
+
+Unlocked::Unlocked() : depth_(lock_depth) {
+  for (int i = 0; i < depth_; ++i) device_mutex().unlock();
+  lock_depth = 0;
+}
+
+Unlocked::~Unlocked() {
+  for (int i = 0; i < depth_; ++i) device_mutex().lock();
+  lock_depth = depth_;
+  if (depth_ > 0) ++runtime().releases;
+}
+
 void fail(const std::string& message) { throw EmulationError("CUDA emulation: " + message); }
 
 void enqueue(cudaStream_t stream, std::string what, std::function<void()> work) {
+  const DeviceLock lock;
   CUstream_st& target = stream_of(stream, what);
   enqueue_on(target, std::move(what), std::move(work));
 }
 
 void check_device_range(const void* pointer, size_t bytes, const std::string& what) {
+  const DeviceLock lock;
   const auto* start = static_cast<const std::byte*>(pointer);
   const auto& allocations = runtime().allocations;
   auto after = allocations.upper_bound(start);
@@ -235,6 +308,7 @@ cudaError_t cudaGetLastError() { return std::exchange(strata::emu::last_error, c
 cudaError_t cudaPeekAtLastError() { return strata::emu::last_error; }
 
 cudaError_t cudaDeviceSynchronize() {
+  const strata::emu::DeviceLock lock;
   run_until({});
   return cudaSuccess;
 }
@@ -242,6 +316,7 @@ cudaError_t cudaDeviceSynchronize() {
 // ---- Memory ----------------------------------------------------------------------------------
 
 cudaError_t cudaMalloc(void** pointer, size_t bytes) {
+  const strata::emu::DeviceLock lock;
   if (pointer == nullptr) return returned(cudaErrorInvalidValue);
   *pointer = bytes == 0 ? nullptr : strata::emu::allocate(bytes);
   return returned(bytes != 0 && *pointer == nullptr ? cudaErrorMemoryAllocation : cudaSuccess);
@@ -249,6 +324,7 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
 
 // As on a GPU, cudaFree waits for all queued work first.
 cudaError_t cudaFree(void* pointer) {
+  const strata::emu::DeviceLock lock;
   if (pointer == nullptr) return cudaSuccess;
   if (!strata::emu::is_allocation(pointer)) return returned(cudaErrorInvalidValue);
   run_until({});
@@ -258,11 +334,13 @@ cudaError_t cudaFree(void* pointer) {
 
 // Stream-ordered allocation: the memory exists at once; the free happens in stream order.
 cudaError_t cudaMallocAsync(void** pointer, size_t bytes, cudaStream_t stream) {
+  const strata::emu::DeviceLock lock;
   strata::emu::stream_of(stream, "cudaMallocAsync");
   return cudaMalloc(pointer, bytes);
 }
 
 cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
+  const strata::emu::DeviceLock lock;
   if (pointer == nullptr) return cudaSuccess;
   if (!strata::emu::is_allocation(pointer)) return returned(cudaErrorInvalidValue);
   auto* memory = static_cast<std::byte*>(pointer);
@@ -271,6 +349,7 @@ cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
 }
 
 cudaError_t cudaMemcpy(void* destination, const void* source, size_t bytes, cudaMemcpyKind kind) {
+  const strata::emu::DeviceLock lock;
   run_until({strata::emu::enqueue_copy(destination, source, bytes, kind, runtime().legacy,
                                        "cudaMemcpy")});
   return cudaSuccess;
@@ -278,17 +357,42 @@ cudaError_t cudaMemcpy(void* destination, const void* source, size_t bytes, cuda
 
 cudaError_t cudaMemcpyAsync(void* destination, const void* source, size_t bytes,
                             cudaMemcpyKind kind, cudaStream_t stream) {
+  const strata::emu::DeviceLock lock;
   strata::emu::enqueue_copy(destination, source, bytes, kind,
                             strata::emu::stream_of(stream, "cudaMemcpyAsync"), "cudaMemcpyAsync");
   return cudaSuccess;
 }
 
+// cudaMemcpy2DAsync's contract (CUDA runtime API): pitches at least the width, or
+// cudaErrorInvalidPitchValue; each row checked and copied when the work runs.
+cudaError_t cudaMemcpy2DAsync(void* destination, size_t destination_pitch, const void* source,
+                              size_t source_pitch, size_t width, size_t rows, cudaMemcpyKind kind,
+                              cudaStream_t stream) {
+  const strata::emu::DeviceLock lock;
+  if (destination_pitch < width || source_pitch < width) {
+    return returned(cudaErrorInvalidPitchValue);
+  }
+  auto* to = static_cast<std::byte*>(destination);
+  const auto* from = static_cast<const std::byte*>(source);
+  const std::string what = "cudaMemcpy2DAsync";
+  strata::emu::enqueue(stream, what, [=] {
+    for (size_t row = 0; row < rows; ++row) {
+      strata::emu::check_copy(to + row * destination_pitch, from + row * source_pitch, width, kind,
+                              what);
+      std::memmove(to + row * destination_pitch, from + row * source_pitch, width);
+    }
+  });
+  return cudaSuccess;
+}
+
 cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
+  const strata::emu::DeviceLock lock;
   strata::emu::enqueue_set(pointer, value, bytes, runtime().legacy, "cudaMemset");
   return cudaSuccess;
 }
 
 cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream) {
+  const strata::emu::DeviceLock lock;
   strata::emu::enqueue_set(pointer, value, bytes, strata::emu::stream_of(stream, "cudaMemsetAsync"),
                            "cudaMemsetAsync");
   return cudaSuccess;
@@ -297,10 +401,12 @@ cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t
 // ---- Streams ---------------------------------------------------------------------------------
 
 cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  const strata::emu::DeviceLock lock;
   return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+  const strata::emu::DeviceLock lock;
   if (stream == nullptr || (flags & ~cudaStreamNonBlocking) != 0) {
     return returned(cudaErrorInvalidValue);
   }
@@ -313,6 +419,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
 
 // The stream's queued work still runs (it is kept by id), as on a GPU.
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  const strata::emu::DeviceLock lock;
   auto& streams = runtime().streams;
   for (auto it = streams.begin(); it != streams.end(); ++it) {
     if (it->get() == stream) {
@@ -324,17 +431,20 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  const strata::emu::DeviceLock lock;
   const CUstream_st& target = strata::emu::stream_of(stream, "cudaStreamSynchronize");
   if (strata::emu::is_pending(target.last_work)) run_until({target.last_work});
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  const strata::emu::DeviceLock lock;
   const CUstream_st& target = strata::emu::stream_of(stream, "cudaStreamQuery");
   return strata::emu::is_pending(target.last_work) ? cudaErrorNotReady : cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned /*flags*/) {
+  const strata::emu::DeviceLock lock;
   const CUevent_st* waited = strata::emu::event_of(event);
   if (waited == nullptr) return returned(cudaErrorInvalidResourceHandle);
   strata::emu::enqueue_on(
@@ -346,10 +456,12 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 // ---- Events ----------------------------------------------------------------------------------
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  const strata::emu::DeviceLock lock;
   return cudaEventCreateWithFlags(event, cudaEventDefault);
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
+  const strata::emu::DeviceLock lock;
   if (event == nullptr) return returned(cudaErrorInvalidValue);
   auto created = std::make_unique<CUevent_st>();
   created->timing = (flags & cudaEventDisableTiming) == 0;
@@ -359,6 +471,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  const strata::emu::DeviceLock lock;
   auto& events = runtime().events;
   for (auto it = events.begin(); it != events.end(); ++it) {
     if (it->get() == event) {
@@ -370,6 +483,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  const strata::emu::DeviceLock lock;
   CUevent_st* recorded = strata::emu::event_of(event);
   if (recorded == nullptr) return returned(cudaErrorInvalidResourceHandle);
   recorded->marker = strata::emu::enqueue_on(
@@ -379,6 +493,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  const strata::emu::DeviceLock lock;
   const CUevent_st* waited = strata::emu::event_of(event);
   if (waited == nullptr) return returned(cudaErrorInvalidResourceHandle);
   if (strata::emu::is_pending(waited->marker)) run_until({waited->marker});
@@ -386,6 +501,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+  const strata::emu::DeviceLock lock;
   const CUevent_st* queried = strata::emu::event_of(event);
   if (queried == nullptr) return returned(cudaErrorInvalidResourceHandle);
   return strata::emu::is_pending(queried->marker) ? cudaErrorNotReady : cudaSuccess;
@@ -394,6 +510,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 // The host time between the two records' runs (they run when a synchronizing call needs them,
 // so this measures the emulation, not a GPU), never negative.
 cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEvent_t end) {
+  const strata::emu::DeviceLock lock;
   const CUevent_st* first = strata::emu::event_of(start);
   const CUevent_st* second = strata::emu::event_of(end);
   if (milliseconds == nullptr) return returned(cudaErrorInvalidValue);

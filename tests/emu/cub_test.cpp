@@ -94,7 +94,7 @@ TEST_CASE("DeviceRadixSort::SortPairs sorts on the bits embedding.cu asks for an
   }
 }
 
-TEST_CASE("DeviceRadixSort::SortPairs compares only the bits [begin_bit, end_bit)", "[emu]") {
+TEST_CASE("DeviceRadixSort::SortPairs compares only the bits from begin_bit up to end_bit", "[emu]") {
   // CUB: begin_bit is "the least-significant bit index (inclusive)" and end_bit "the
   // most-significant bit index (exclusive) needed for key comparison"; the other bits do not
   // order the pairs, and equal bits keep the input order. An empty range keeps the input order.

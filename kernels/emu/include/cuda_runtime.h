@@ -45,6 +45,7 @@ enum cudaError {
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidPitchValue = 12,
   cudaErrorNoKernelImageForDevice = 209,
   cudaErrorUnsupportedPtxVersion = 222,
   cudaErrorInvalidResourceHandle = 400,
@@ -123,6 +124,10 @@ cudaError_t cudaFree(void* pointer);
 cudaError_t cudaMallocAsync(void** pointer, size_t bytes, cudaStream_t stream);
 cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream);
 cudaError_t cudaMemcpy(void* destination, const void* source, size_t bytes, cudaMemcpyKind kind);
+// rows of width bytes, destination_pitch and source_pitch bytes apart.
+cudaError_t cudaMemcpy2DAsync(void* destination, size_t destination_pitch, const void* source,
+                              size_t source_pitch, size_t width, size_t rows, cudaMemcpyKind kind,
+                              cudaStream_t stream = nullptr);
 cudaError_t cudaMemcpyAsync(void* destination, const void* source, size_t bytes,
                             cudaMemcpyKind kind, cudaStream_t stream = nullptr);
 cudaError_t cudaMemset(void* pointer, int value, size_t bytes);

@@ -35,6 +35,31 @@ void enqueue(cudaStream_t stream, std::string what, std::function<void()> work);
 // argument ("cublasLtMatmul: A").
 void check_device_range(const void* pointer, size_t bytes, const std::string& what);
 
+// The emulated device is shared by the host threads of a process (a rank per thread, each with
+// its own streams): every runtime call, launch and library call holds the device lock, and
+// queued work runs under it on the thread that synchronizes, so the emulation runs one thing at
+// a time. Reentrant on one thread.
+class DeviceLock {
+ public:
+  DeviceLock();
+  ~DeviceLock();
+  DeviceLock(const DeviceLock&) = delete;
+  DeviceLock& operator=(const DeviceLock&) = delete;
+};
+// Releases the device lock wholly for its scope: for queued work that blocks on other host
+// threads (a collective of the emulated NCCL meeting the other ranks), so that they can run
+// their own queues meanwhile. Work that a released item has not finished counts as pending.
+class Unlocked {
+ public:
+  Unlocked();
+  ~Unlocked();
+  Unlocked(const Unlocked&) = delete;
+  Unlocked& operator=(const Unlocked&) = delete;
+
+ private:
+  int depth_;
+};
+
 // The order in which the emulator runs what a GPU may run in any order: the threads of a block
 // between two barriers, the blocks of a grid, and the queued work of streams not ordered by
 // FIFO order or events. Running a program in all three and comparing the results shows the races

@@ -202,6 +202,20 @@ V __shfl_xor_sync(unsigned mask, V value, int lane_mask, int width = 32) {
   return operands.result;
 }
 
+// The value of lane source_lane % width of this lane's group of width lanes (CUDA C++
+// Programming Guide, warp shuffle functions).
+template <typename V>
+V __shfl_sync(unsigned mask, V value, int source_lane, int width = 32) {
+  static_assert(std::is_trivially_copyable_v<V>);
+  const int lane = ::strata::emu::detail::lane_index();
+  const int source = lane / width * width + source_lane % width;
+  ::strata::emu::detail::ShuffleOperands<V> operands{value, source, value};
+  ::strata::emu::detail::typed_warp_collective<::strata::emu::detail::ShuffleOperands<V>,
+                                               &::strata::emu::detail::complete_shuffle<V>>(
+      "__shfl_sync", mask, operands);
+  return operands.result;
+}
+
 // CUDA's device min of two ints (math_functions.h).
 inline int min(int a, int b) { return a < b ? a : b; }
 
