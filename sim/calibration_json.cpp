@@ -6,6 +6,7 @@
 //    "cluster": {...}}
 // Op kinds a file leaves out keep the built-in tables of that device. "cluster" (optional) is a
 // cluster object as in topologies/clusters/, with its device inline: the machine measured.
+// "device_info" and "measurements" (optional) say what was measured and how; not read back.
 
 #include <algorithm>
 #include <cmath>
@@ -22,7 +23,7 @@ namespace strata {
 
 namespace {
 
-constexpr std::string_view kFileFields[] = {"devices", "cluster", "measurements"};
+constexpr std::string_view kFileFields[] = {"devices", "cluster", "device_info", "measurements"};
 constexpr std::string_view kDeviceFields[] = {"device", "comm_slowdown", "launch_overhead_us",
                                               "ops"};
 constexpr std::string_view kOpFields[] = {"flops_efficiency", "memory_efficiency"};
