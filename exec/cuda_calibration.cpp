@@ -132,35 +132,38 @@ struct Roofs {
   std::string source;
 };
 
-// [[size, efficiency], ...] in increasing size: the tabled samples of one op kind on one roof, the
-// efficiency each needed for its measured time in the simulator's model (time = size / (roof x
-// efficiency) + the launch overhead, sim/compute_model.hpp); equal sizes averaged.
+// A sample's size on its roof: FLOPs or bytes.
+double size_on_roof(const Sample& s) {
+  return s.roof == Roof::kFlops ? static_cast<double>(s.op.flops) : static_cast<double>(s.op.bytes);
+}
+
+// The efficiency a sample needs for its measured time in the simulator's model, time = size /
+// (roof x efficiency) + the launch overhead per kernel (sim/compute_model.hpp), clamped to
+// [1e-4, 1]; 1 when the launches alone take the time.
+double efficiency_of(const Sample& s, const Roofs& roofs, double launch_s) {
+  const double work_s = s.seconds - launch_s * static_cast<double>(s.op.kernels);
+  const double rate = s.roof == Roof::kFlops ? roofs.peak_flops : roofs.bandwidth;
+  if (work_s <= 0) return 1.0;
+  return std::clamp(size_on_roof(s) / work_s / rate, 1e-4, 1.0);
+}
+
+// [[size, efficiency], ...] in increasing size: the tabled samples of one op kind on one roof,
+// each with efficiency_of; equal sizes averaged.
 nlohmann::json curve(const std::vector<Sample>& samples, OpKind kind, Roof roof, const Roofs& roofs,
                      double launch_s) {
   std::map<double, std::pair<double, int>> by_size;
   for (const Sample& s : samples) {
     if (!s.in_table || s.op.kind != kind || s.roof != roof) continue;
-    const double size =
-        roof == Roof::kFlops ? static_cast<double>(s.op.flops) : static_cast<double>(s.op.bytes);
+    const double size = size_on_roof(s);
     if (size <= 0) continue;
-    const double work_s = s.seconds - launch_s * static_cast<double>(s.op.kernels);
-    const double rate = roof == Roof::kFlops ? roofs.peak_flops : roofs.bandwidth;
-    const double efficiency = work_s <= 0 ? 1.0 : std::clamp(size / work_s / rate, 1e-4, 1.0);
     auto& [sum, count] = by_size[size];
-    sum += efficiency;
+    sum += efficiency_of(s, roofs, launch_s);
     ++count;
   }
   nlohmann::json points = nlohmann::json::array();
   for (const auto& [size, entry] : by_size) points.push_back({size, entry.first / entry.second});
   if (points.empty()) points.push_back({1.0, 1.0});  // the roof not measured: never binding
   return points;
-}
-
-// One call's efficiency on its roof, for the measurements.
-double efficiency_of(const Sample& s, const Roofs& roofs) {
-  const double size =
-      s.roof == Roof::kFlops ? static_cast<double>(s.op.flops) : static_cast<double>(s.op.bytes);
-  return size / s.seconds / (s.roof == Roof::kFlops ? roofs.peak_flops : roofs.bandwidth);
 }
 
 }  // namespace
@@ -262,7 +265,7 @@ nlohmann::json calibrate_cuda(const CudaCalibrationOptions& options) {
                      {"bytes", s.op.bytes},
                      {"seconds", s.seconds},
                      {"roof", s.roof == Roof::kFlops ? "flops" : "memory"},
-                     {"efficiency", efficiency_of(s, roofs)},
+                     {"efficiency", efficiency_of(s, roofs, launch_s)},
                      {"in_table", s.in_table}});
   }
   nlohmann::json measurements = {

@@ -54,7 +54,8 @@ void check_curve(const nlohmann::json& points, const std::string& what) {
 }  // namespace
 
 // Every op kind the simulator prices by table gets one, on both roofs, with valid curves, and each
-// kind was measured: at least one timed case of that kind feeds the table.
+// kind was measured: at least one timed case of that kind feeds the table. Every case's
+// efficiency is on its roof, in (0, 1].
 TEST_CASE("cuda calibration: a table per op kind, each measured", "[gpu]") {
   const nlohmann::json& document = quick_document();
   REQUIRE(document["devices"].size() == 1);
@@ -64,6 +65,8 @@ TEST_CASE("cuda calibration: a table per op kind, each measured", "[gpu]") {
   std::set<std::string> measured;
   for (const nlohmann::json& sample : document["measurements"]["cases"]) {
     CHECK(sample["seconds"].get<double>() > 0);
+    CHECK(sample["efficiency"].get<double>() > 0);
+    CHECK(sample["efficiency"].get<double>() <= 1);
     if (sample["in_table"].get<bool>()) measured.insert(sample["op"].get<std::string>());
   }
   for (const std::string& kind : tabled_kinds()) {
