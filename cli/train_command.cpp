@@ -218,15 +218,18 @@ std::vector<OutputFile> train_outputs(const TrainCommandOptions& options,
   if (!options.json_path.empty()) outputs.push_back({options.json_path, summary.dump(2) + "\n"});
   if (!options.trace_path.empty()) {
     std::vector<TaskTiming> timings(result.last_step_tasks.size());
+    std::vector<TimeNs> cpu_ns(timings.size());
     for (size_t i = 0; i < timings.size(); ++i) {
       const MeasuredTask& t = result.last_step_tasks[i];
-      timings[i] = {t.start_ns, t.start_ns, t.finish_ns};
+      timings[i] = {t.start_ns, t.transfer_ns, t.finish_ns};
+      cpu_ns[i] = t.cpu_ns;
     }
     std::vector<std::vector<MemorySample>> memory(compiled.graph.ranks().size());
     nlohmann::json metadata = summary;
     metadata["step_time_s"] = result.steps.back().step_time_s;
     metadata["measured_step"] = result.steps.back().step;
-    outputs.push_back({options.trace_path, trace_json(compiled, timings, memory, metadata)});
+    outputs.push_back(
+        {options.trace_path, trace_json(compiled, timings, memory, metadata, cpu_ns)});
   }
   return outputs;
 }

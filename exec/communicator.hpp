@@ -18,6 +18,10 @@
 //    same (sender, receiver, tag) has arrived. Messages between two ranks with the same tag are
 //    received in the order they were sent.
 //  - Buffers are host memory here; a device backend's communicator takes device pointers.
+//  - Where it can tell, a communicator notes when the data of a collective or a receive began
+//    to move (first_transfer_ns): the executor's measured trace starts the task's communication
+//    there, as the simulator's trace does (sim/trace.hpp, transfer_us), so that the time a rank
+//    waits for its peers to arrive is not counted as communication.
 
 #include <cstdint>
 #include <span>
@@ -54,6 +58,22 @@ class Communicator {
   virtual void recv(std::span<float> data, int32_t peer, int32_t tag) = 0;
   // Every rank of the world waits for every other (checkpoints use it).
   virtual void barrier() = 0;
+
+  // Opens a window: first_transfer_ns() then answers for the calls made after this one.
+  void mark_transfers() { first_transfer_ns_ = -1; }
+  // When the data of this rank's first collective, barrier or receive since mark_transfers()
+  // began to move, in nanoseconds of std::chrono::steady_clock: the instant the last member of
+  // the group arrived, or the message was sent. -1 when there was none, or where the
+  // communicator cannot tell (MPI's calls do not say when their peers arrived).
+  int64_t first_transfer_ns() const { return first_transfer_ns_; }
+
+ protected:
+  void note_transfer(int64_t steady_ns) {
+    if (first_transfer_ns_ < 0) first_transfer_ns_ = steady_ns;
+  }
+
+ private:
+  int64_t first_transfer_ns_ = -1;
 };
 
 }  // namespace strata

@@ -1,6 +1,7 @@
 #include "exec/inprocess_communicator.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <stdexcept>
@@ -18,6 +19,12 @@ namespace strata {
 namespace {
 
 enum class Collective : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast };
+
+int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 [[noreturn]] void throw_rank_failed() { throw std::runtime_error("another rank failed"); }
 
@@ -64,17 +71,25 @@ class Rendezvous {
   Rendezvous(size_t members, const std::atomic<bool>& aborted)
       : contributions_(members), aborted_(aborted) {}
 
-  // Posts `mine` as the contribution of member `index`; returns every member's, in group order.
-  std::span<const Contribution> meet(size_t index, const Contribution& mine) {
+  struct Met {
+    std::span<const Contribution> all;  // every member's contribution, in group order
+    int64_t met_ns = 0;                 // when the last member arrived (steady clock)
+  };
+
+  // Posts `mine` as the contribution of member `index`; returns every member's once all arrived.
+  Met meet(size_t index, const Contribution& mine) {
     std::unique_lock lock(mutex_);
     contributions_[index] = mine;
     arrive_and_wait(lock);
-    return contributions_;
+    // The generation cannot open again before this member arrives again: met_ns_ is this one's.
+    return {contributions_, met_ns_};
   }
 
-  void leave() {
+  // Returns when the last member arrived (steady clock).
+  int64_t leave() {
     std::unique_lock lock(mutex_);
     arrive_and_wait(lock);
+    return met_ns_;
   }
 
   // Wakes every waiter (abort): each sees the world aborted and throws.
@@ -89,6 +104,7 @@ class Rendezvous {
     const uint64_t generation = generation_;
     if (++arrived_ == contributions_.size()) {
       arrived_ = 0;
+      met_ns_ = steady_now_ns();
       ++generation_;
       cv_.notify_all();
     } else {
@@ -102,6 +118,7 @@ class Rendezvous {
   std::vector<Contribution> contributions_;  // one per member, in group order
   size_t arrived_ = 0;
   uint64_t generation_ = 0;
+  int64_t met_ns_ = 0;  // when the latest generation's last member arrived
   const std::atomic<bool>& aborted_;
 };
 
@@ -110,16 +127,21 @@ class Mailbox {
  public:
   explicit Mailbox(const std::atomic<bool>& aborted) : aborted_(aborted) {}
 
-  void put(int32_t sender, int32_t tag, std::vector<float> message) {
+  struct Message {
+    std::vector<float> data;
+    int64_t sent_ns = 0;  // when it was put (steady clock)
+  };
+
+  void put(int32_t sender, int32_t tag, std::vector<float> data) {
     {
       std::lock_guard lock(mutex_);
-      queues_[{sender, tag}].push_back(std::move(message));
+      queues_[{sender, tag}].push_back({std::move(data), steady_now_ns()});
     }
     cv_.notify_all();
   }
 
   // Waits for the oldest message from `sender` with `tag` and removes it.
-  std::vector<float> take(int32_t sender, int32_t tag) {
+  Message take(int32_t sender, int32_t tag) {
     std::unique_lock lock(mutex_);
     const std::pair key{sender, tag};
     cv_.wait(lock, [&] {
@@ -128,7 +150,7 @@ class Mailbox {
     });
     if (aborted_.load()) throw_rank_failed();
     const auto queue = queues_.find(key);
-    std::vector<float> message = std::move(queue->second.front());
+    Message message = std::move(queue->second.front());
     queue->second.pop_front();
     if (queue->second.empty()) queues_.erase(queue);  // tags may be used once each
     return message;
@@ -142,7 +164,7 @@ class Mailbox {
  private:
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::map<std::pair<int32_t, int32_t>, std::deque<std::vector<float>>> queues_;
+  std::map<std::pair<int32_t, int32_t>, std::deque<Message>> queues_;
   const std::atomic<bool>& aborted_;
 };
 
@@ -180,8 +202,9 @@ class InProcessCommunicator final : public Communicator {
                   fmt::format("reduce_scatter on rank {}: send has {} elements, not group size {} "
                               "x recv {}",
                               rank_, send.size(), group.size(), n));
-    const auto all = member.rendezvous->meet(
+    const auto [all, met_ns] = member.rendezvous->meet(
         member.index, {Collective::kReduceScatter, ReduceOp::kSum, -1, send});
+    note_transfer(met_ns);
     check_matching(all, group);
     std::vector<float> result(n);
     const size_t offset = member.index * n;
@@ -205,8 +228,9 @@ class InProcessCommunicator final : public Communicator {
                   fmt::format("all_gather on rank {}: recv has {} elements, not group size {} x "
                               "send {}",
                               rank_, recv.size(), group.size(), n));
-    const auto all =
+    const auto [all, met_ns] =
         member.rendezvous->meet(member.index, {Collective::kAllGather, ReduceOp::kSum, -1, send});
+    note_transfer(met_ns);
     check_matching(all, group);
     std::vector<float> result(recv.size());
     for (size_t j = 0; j < all.size(); ++j) {
@@ -223,8 +247,9 @@ class InProcessCommunicator final : public Communicator {
     const auto root_member = std::ranges::find(group, root);
     STRATA_ASSERT(root_member != group.end(), fmt::format("broadcast root {} is not in group [{}]",
                                                           root, fmt::join(group, ", ")));
-    const auto all = member.rendezvous->meet(
+    const auto [all, met_ns] = member.rendezvous->meet(
         member.index, {Collective::kBroadcast, ReduceOp::kSum, root, std::span<const float>(data)});
+    note_transfer(met_ns);
     check_matching(all, group);
     // Only the root's buffer is read and the root does not write it: copy in place.
     if (root != rank_) {
@@ -244,17 +269,18 @@ class InProcessCommunicator final : public Communicator {
   void recv(std::span<float> data, int32_t peer, int32_t tag) override {
     world_.throw_if_aborted();
     check_peer(peer, tag);
-    const std::vector<float> message = world_.mailbox(rank_).take(peer, tag);
-    STRATA_ASSERT(message.size() == data.size(),
+    const Mailbox::Message message = world_.mailbox(rank_).take(peer, tag);
+    note_transfer(message.sent_ns);
+    STRATA_ASSERT(message.data.size() == data.size(),
                   fmt::format("rank {} received {} elements from rank {} (tag {}) into a buffer "
                               "of {}",
-                              rank_, message.size(), peer, tag, data.size()));
-    std::ranges::copy(message, data.begin());
+                              rank_, message.data.size(), peer, tag, data.size()));
+    std::ranges::copy(message.data, data.begin());
   }
 
   void barrier() override {
     world_.throw_if_aborted();
-    world_.barrier_rendezvous().leave();
+    note_transfer(world_.barrier_rendezvous().leave());
   }
 
  private:
@@ -277,8 +303,9 @@ class InProcessCommunicator final : public Communicator {
   void all_reduce_typed(std::span<T> data, RankGroup group, ReduceOp op) {
     world_.throw_if_aborted();
     const Member member = member_of(group);
-    const auto all = member.rendezvous->meet(
+    const auto [all, met_ns] = member.rendezvous->meet(
         member.index, {Collective::kAllReduce, op, -1, std::span<const T>(data)});
+    note_transfer(met_ns);
     check_matching(all, group);
     std::vector<T> result(data.size());
     for (size_t j = 0; j < all.size(); ++j) {

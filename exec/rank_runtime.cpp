@@ -3,7 +3,12 @@
 
 #include "exec/rank_runtime.hpp"
 
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -13,6 +18,20 @@
 namespace strata {
 
 namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The CPU time of the calling thread (POSIX CLOCK_THREAD_CPUTIME_ID): it advances only while
+// the thread runs on a core.
+int64_t thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+}
 
 constexpr std::string_view kGatheredSuffix = " gathered";
 
@@ -308,7 +327,7 @@ RankRuntime::RankRuntime(const CompiledPlan& compiled, int32_t rank, Backend& ba
 
 RankRuntime::~RankRuntime() = default;
 
-StepMeasurement RankRuntime::run_step(int64_t step) {
+StepMeasurement RankRuntime::run_step(int64_t step, int64_t origin_ns) {
   Impl& impl = *impl_;
   impl.step = step;
   impl.first_sequence = step * impl.plan.global_batch;
@@ -318,23 +337,41 @@ StepMeasurement RankRuntime::run_step(int64_t step) {
   impl.grad_norm_reduced = false;
   // Each task's span from marks on its stream, read once the step is done: on a device, where
   // the task ran rather than when the host queued it. A task's first mark follows its waits for
-  // dependencies on other streams (run_task queues them first): it ran from when they were done.
+  // dependencies on other streams (queued first): it ran from when they were done. Times count
+  // from origin_ns where given (the host clock, shared by the in-process ranks): mark 0's host
+  // time less the origin shifts every mark. The wait for peers inside a collective or receive
+  // is seen on the host (Communicator::first_transfer_ns) and moves the transfer's start within
+  // the task's span.
   Backend& backend = impl.backend;
   backend.clear_marks();
-  backend.mark(Stream::kCompute);  // the step's start, mark 0
-  std::vector<std::pair<int64_t, int64_t>> marks;
-  marks.reserve(impl.program.size());
+  const int64_t host_start = now_ns();
+  backend.mark(Stream::kCompute);  // mark 0
+  const int64_t shift = origin_ns >= 0 ? host_start - origin_ns : 0;
+  struct Issued {
+    int64_t begin_mark, end_mark, wait_ns, cpu_ns;
+  };
+  std::vector<Issued> issued;
+  issued.reserve(impl.program.size());
   for (const TaskId id : impl.program) {
     const Stream stream = impl.graph.task(id).stream;
     impl.wait_for_dependencies(id);
-    const int64_t begin = backend.mark(stream);
+    impl.comm.mark_transfers();
+    const int64_t cpu_begin = thread_cpu_ns();
+    const int64_t begin = now_ns();
+    const int64_t begin_mark = backend.mark(stream);
     impl.run_task(id);
-    marks.emplace_back(begin, backend.mark(stream));
+    const int64_t end_mark = backend.mark(stream);
+    const int64_t end = now_ns();
+    const int64_t transfer = std::clamp(impl.comm.first_transfer_ns(), begin, end);
+    issued.push_back({begin_mark, end_mark, transfer - begin, thread_cpu_ns() - cpu_begin});
   }
   backend.synchronize();
-  for (size_t i = 0; i < marks.size(); ++i) {
-    impl.measurement.tasks.push_back(
-        {impl.program[i], backend.mark_ns(marks[i].first), backend.mark_ns(marks[i].second)});
+  for (size_t i = 0; i < issued.size(); ++i) {
+    const int64_t start = shift + backend.mark_ns(issued[i].begin_mark);
+    const int64_t finish = shift + backend.mark_ns(issued[i].end_mark);
+    impl.measurement.tasks.push_back({impl.program[i], start,
+                                      std::min(finish, start + issued[i].wait_ns), finish,
+                                      issued[i].cpu_ns});
   }
   impl.measurement.grad_norm = impl.grad_norm;
   return std::move(impl.measurement);

@@ -34,11 +34,20 @@ struct OptimizerConfig {
   double clip_grad_norm = 1.0;  // <= 0: no clipping
 };
 
-// Measured wall times of one task, from the step's start on this rank.
+// One task as measured, in wall-clock nanoseconds from the step's origin (run_step):
+//  - start and finish: when the runtime issued it and when the call returned;
+//  - transfer: when its data began to move (a collective's last member arrived, a received
+//    message was sent; Communicator::first_transfer_ns), or its start where that is unknown or
+//    earlier (a compute, a send, MPI); the time before it is the rank waiting for its peers;
+//  - cpu: the CPU time this rank's thread spent in it (CLOCK_THREAD_CPUTIME_ID), so that
+//    finish - start - cpu is the time the thread waited: blocked on a peer, or runnable while
+//    other ranks held the host's cores.
 struct MeasuredTask {
   TaskId task = -1;
   int64_t start_ns = 0;
+  int64_t transfer_ns = 0;
   int64_t finish_ns = 0;
+  int64_t cpu_ns = 0;
 };
 
 struct StepMeasurement {
@@ -54,8 +63,10 @@ class RankRuntime {
               const TextDataset& data, const OptimizerConfig& optimizer, uint64_t seed);
   ~RankRuntime();
 
-  // Runs step `step` (0-based) of the run: every task of this rank once.
-  StepMeasurement run_step(int64_t step);
+  // Runs step `step` (0-based) of the run: every task of this rank once. Measured times count
+  // from `origin_ns` on std::chrono::steady_clock (ranks given one origin share one time line),
+  // or from this call where it is negative.
+  StepMeasurement run_step(int64_t step, int64_t origin_ns = -1);
 
   ParamStore& params() { return *params_; }
   int32_t rank() const { return rank_; }

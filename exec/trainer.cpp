@@ -105,9 +105,13 @@ RankRun run_rank(const CompiledPlan& compiled, const TrainOptions& options, Comm
   const std::string identity = run_identity(compiled, options);
   RankRun run;
   for (int64_t step = first_step; step < options.steps; ++step) {
+    // Every rank's measured times count from the instant the last rank reached the barrier, one
+    // time line for the ranks of this process (an MPI rank counts from its own start).
+    comm.mark_transfers();
     comm.barrier();
+    const int64_t origin_ns = comm.first_transfer_ns();
     const auto start = std::chrono::steady_clock::now();
-    StepMeasurement m = runtime.run_step(step);
+    StepMeasurement m = runtime.run_step(step, origin_ns);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // Reporting, outside the graph (as Megatron-LM averages its logged loss): the loss over the
@@ -270,19 +274,24 @@ TrainResult train_rank(const CompiledPlan& compiled, const TrainOptions& options
   result.first_step = first_step;
   result.steps = run.steps;
   // Every rank's measured tasks reach rank 0 through one sum over the world: each rank fills
-  // its own tasks' entries (start and finish as doubles: exact below 2^53 ns).
-  std::vector<double> times(static_cast<size_t>(2 * compiled.graph.size()), 0.0);
+  // its own tasks' entries (start, transfer, finish and CPU time as doubles: exact below 2^53 ns).
+  constexpr size_t kFields = 4;
+  std::vector<double> times(kFields * static_cast<size_t>(compiled.graph.size()), 0.0);
   for (const MeasuredTask& task : run.last_step_tasks) {
-    times[static_cast<size_t>(2 * task.task)] = static_cast<double>(task.start_ns);
-    times[static_cast<size_t>(2 * task.task + 1)] = static_cast<double>(task.finish_ns);
+    double* entry = &times[kFields * static_cast<size_t>(task.task)];
+    entry[0] = static_cast<double>(task.start_ns);
+    entry[1] = static_cast<double>(task.transfer_ns);
+    entry[2] = static_cast<double>(task.finish_ns);
+    entry[3] = static_cast<double>(task.cpu_ns);
   }
   const std::vector<int32_t> world = world_group(comm.world_size());
   comm.all_reduce(std::span(times), world, ReduceOp::kSum);
   result.last_step_tasks.resize(static_cast<size_t>(compiled.graph.size()));
   for (TaskId id = 0; id < compiled.graph.size(); ++id) {
+    const double* entry = &times[kFields * static_cast<size_t>(id)];
     result.last_step_tasks[static_cast<size_t>(id)] = {
-        id, static_cast<int64_t>(times[static_cast<size_t>(2 * id)]),
-        static_cast<int64_t>(times[static_cast<size_t>(2 * id + 1)])};
+        id, static_cast<int64_t>(entry[0]), static_cast<int64_t>(entry[1]),
+        static_cast<int64_t>(entry[2]), static_cast<int64_t>(entry[3])};
   }
   return result;
 }

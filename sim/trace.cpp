@@ -154,7 +154,7 @@ class TraceDependencies {
 };
 
 void write_task_event(TraceWriter& w, const TaskGraph& graph, const TraceDependencies& deps,
-                      TaskId id, const TaskTiming& t) {
+                      TaskId id, const TaskTiming& t, TimeNs cpu_ns) {
   const Task& task = graph.task(id);
   STRATA_ASSERT(t.finish_ns >= t.start_ns && t.transfer_ns >= t.start_ns,
                 fmt::format("task {} has timing start {} transfer {} finish {} ns", id, t.start_ns,
@@ -197,6 +197,10 @@ void write_task_event(TraceWriter& w, const TaskGraph& graph, const TraceDepende
                task.copy == CopyDirection::kToHost ? "to_host" : "to_device", task.bytes);
       break;
   }
+  if (cpu_ns >= 0) {
+    w.raw(R"(,"cpu_us":)");
+    w.micros(cpu_ns);
+  }
   w.raw("}}");
 }
 
@@ -233,8 +237,10 @@ std::string trace_json(const CompiledPlan& compiled, const SimResult& result) {
 
 std::string trace_json(const CompiledPlan& compiled, const std::vector<TaskTiming>& tasks,
                        const std::vector<std::vector<MemorySample>>& memory,
-                       const nlohmann::json& metadata) {
+                       const nlohmann::json& metadata, const std::vector<TimeNs>& cpu_ns) {
   const TaskGraph& graph = compiled.graph;
+  STRATA_ASSERT(cpu_ns.empty() || cpu_ns.size() == tasks.size(),
+                fmt::format("{} CPU times for {} tasks", cpu_ns.size(), tasks.size()));
   STRATA_ASSERT(
       static_cast<int64_t>(tasks.size()) == graph.size(),
       fmt::format("the timing has {} tasks; the graph has {}", tasks.size(), graph.size()));
@@ -250,7 +256,8 @@ std::string trace_json(const CompiledPlan& compiled, const std::vector<TaskTimin
   const TraceDependencies deps(graph);
   for (TaskId id = 0; id < graph.size(); ++id) {
     if (graph.task(id).kind == TaskKind::kMemory) continue;
-    write_task_event(w, graph, deps, id, tasks[static_cast<size_t>(id)]);
+    write_task_event(w, graph, deps, id, tasks[static_cast<size_t>(id)],
+                     cpu_ns.empty() ? -1 : cpu_ns[static_cast<size_t>(id)]);
   }
   for (size_t i = 0; i < graph.ranks().size(); ++i) {
     for (const MemorySample& sample : memory[i]) {

@@ -30,7 +30,8 @@
 //   role, chunk, and layer / micro_batch where the task has one; compute
 //   adds op, flops, bytes; a collective adds collective, group, group_size, bytes and
 //   transfer_us (when its data began to move, after every member had arrived); a p2p task adds
-//   p2p ("send" / "recv"), peer, bytes and transfer_us.
+//   p2p ("send" / "recv"), peer, bytes and transfer_us; a measured trace adds cpu_us to every
+//   task (the CPU time its thread spent in it).
 // - One "C" (counter) event named "memory" per MemorySample of the rank: bytes in use.
 // - metadata: the step's figures (step time, bubble, communication per kind, per-stage busy,
 //   idle, bubble and peak memory), the plan, model and cluster names, the graph mode.
@@ -52,9 +53,11 @@ namespace strata {
 std::string trace_json(const CompiledPlan& compiled, const SimResult& result);
 
 // The same format for any timing of the graph's tasks (the executor's measured step): one timing
-// per task, one memory timeline per graph rank (may be empty), and the metadata object.
+// per task, one memory timeline per graph rank (may be empty), and the metadata object; with
+// `cpu_ns` (one per task), each task's args add cpu_us, the CPU time its rank's thread spent in
+// it (exec/rank_runtime.hpp, MeasuredTask).
 std::string trace_json(const CompiledPlan& compiled, const std::vector<TaskTiming>& tasks,
                        const std::vector<std::vector<MemorySample>>& memory,
-                       const nlohmann::json& metadata);
+                       const nlohmann::json& metadata, const std::vector<TimeNs>& cpu_ns = {});
 
 }  // namespace strata
