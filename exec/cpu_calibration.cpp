@@ -1,5 +1,7 @@
 #include "exec/cpu_calibration.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -26,19 +28,29 @@ constexpr DType kFp32 = DType::kFp32;
 constexpr auto kFwd = Direction::kForward;
 constexpr auto kBwd = Direction::kBackward;
 
-// The best time of one call of `run`, over batches that each last at least `min_seconds`.
+// The calling thread's CPU time in seconds (POSIX CLOCK_THREAD_CPUTIME_ID): it advances only
+// while the thread runs on a core.
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// The best time of one call of `run` on a core, over batches that each last at least
+// `min_seconds`. Timed in the thread's CPU time, not wall time: what a kernel costs while it
+// holds a core, without the time the host's scheduler gave the core to another thread (another
+// rank, or another process), which the simulator models itself (sim/engine.hpp, core pools).
 double best_seconds(const std::function<void()>& run, double min_seconds) {
-  using Clock = std::chrono::steady_clock;
   run();  // warm caches and pages
   double best = 1e30;
   for (int batch = 0; batch < 3; ++batch) {
     int64_t calls = 0;
-    const auto start = Clock::now();
+    const double start = thread_cpu_seconds();
     double elapsed = 0;
     do {
       run();
       ++calls;
-      elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      elapsed = thread_cpu_seconds() - start;
     } while (elapsed < min_seconds);
     best = std::min(best, elapsed / static_cast<double>(calls));
   }
@@ -256,14 +268,14 @@ struct LinearFit {
   double seconds_per_byte = 0;
 };
 
-// In-process all-reduce between 2 thread-ranks, least squares of time against bytes.
-// In-process all-reduces between pairs of thread-ranks, every rank of the host busy at once (as
-// in training, where `ranks` threads share the cores and a collective waits for its peers to be
-// scheduled); least squares of a pair's time against bytes.
-LinearFit fit_all_reduce(int64_t ranks, nlohmann::json& cases) {
-  const auto world_size = static_cast<int32_t>(std::max<int64_t>(2, ranks / 2 * 2));
-  std::vector<std::vector<int32_t>> pairs;
-  for (int32_t r = 0; r < world_size; r += 2) pairs.push_back({r, r + 1});
+// In-process all-reduces between 2 thread-ranks alone on the host (each on a core of its own),
+// least squares of a call's time against bytes: the cost of the collective itself (waking the
+// peer, reading its buffer, summing, copying). Waiting for a core while other ranks hold them is
+// not in it: the simulator models that (sim/engine.hpp, core pools), so measuring it here with
+// every rank busy would count it twice.
+LinearFit fit_all_reduce(nlohmann::json& cases) {
+  const int32_t world_size = 2;
+  const std::vector<std::vector<int32_t>> pairs = {{0, 1}};
   std::vector<std::pair<double, double>> points;
   for (const int64_t elements : {1024, 16384, 262144, 1048576}) {
     InProcessWorld world(world_size);
@@ -313,6 +325,43 @@ LinearFit fit_all_reduce(int64_t ranks, nlohmann::json& cases) {
   fit.seconds_per_byte = (n * sxy - sx * sy) / (n * sxx - sx * sx);
   fit.intercept_s = std::max(0.0, (sy - fit.seconds_per_byte * sx) / n);
   return fit;
+}
+
+// How long a thread keeps a core while other threads wait for one: 2 x cores threads spin on
+// the clock for `seconds`, each noting its runs (stretches without a gap over 20 us, the gaps
+// being the time other threads held the core); the median run. It is the scheduler's time slice
+// as this machine applies it (Linux EEVDF's base slice, rounded up to the timer tick that
+// preempts), in ns.
+int64_t measure_slice_ns(int64_t cores, double seconds) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::vector<int64_t>> runs(static_cast<size_t>(2 * cores));
+  std::vector<std::thread> threads;
+  for (std::vector<int64_t>& mine : runs) {
+    threads.emplace_back([&mine, seconds] {
+      const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+      auto run_start = Clock::now();
+      auto last = run_start;
+      while (last < end) {
+        const auto now = Clock::now();
+        if (now - last > std::chrono::microseconds(20)) {
+          mine.push_back(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(last - run_start).count());
+          run_start = now;
+        }
+        last = now;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  std::vector<int64_t> all;
+  for (const std::vector<int64_t>& mine : runs) {
+    // The first run starts before every thread was running; the rest are whole slices.
+    all.insert(all.end(), mine.begin() + std::min<size_t>(1, mine.size()), mine.end());
+  }
+  if (all.empty()) return 0;  // never preempted: more cores than the threads could fill
+  std::nth_element(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(all.size() / 2),
+                   all.end());
+  return all[all.size() / 2];
 }
 
 // [[size, efficiency], ...] in increasing size: samples of one op kind on one roof, the
@@ -384,7 +433,8 @@ nlohmann::json calibrate_cpu(const CpuCalibrationOptions& options) {
                      {"bytes", s.op.bytes},
                      {"seconds", s.seconds}});
   }
-  const LinearFit comm = fit_all_reduce(options.ranks, cases);
+  const LinearFit comm = fit_all_reduce(cases);
+  const int64_t slice_ns = measure_slice_ns(cores, 0.5);
   // A ring all-reduce of S bytes over 2 ranks takes 2 (latency + S / (2 B)) = 2 latency + S / B.
   const double link_gbps = 1.0 / comm.seconds_per_byte / kBytesPerGB;
   const double latency_us = comm.intercept_s / 2 * 1e6;
@@ -405,7 +455,7 @@ nlohmann::json calibrate_cpu(const CpuCalibrationOptions& options) {
   }
   const double peak_tflops = peak_flops / 1e12;
   const double memory_gb = static_cast<double>(host_bytes_per_rank(options.ranks)) / kBytesPerGB;
-  const nlohmann::json device = {
+  nlohmann::json device = {
       {"name", "cpu-host"},
       {"peak_tflops", {{"bf16", peak_tflops}, {"fp16", peak_tflops}, {"fp32", peak_tflops}}},
       {"hbm_gb", memory_gb},
@@ -413,6 +463,7 @@ nlohmann::json calibrate_cpu(const CpuCalibrationOptions& options) {
       {"launch_overhead_us", 0},
       {"price_usd_per_hour", 0},
       {"host_cores", cores}};
+  if (slice_ns > 0) device["host_slice_us"] = static_cast<double>(slice_ns) / 1e3;
   const nlohmann::json link = {{"bw_gbps", link_gbps}, {"latency_us", 0}};
   const nlohmann::json protocol = nlohmann::json::array({{{"protocol", "Simple"},
                                                           {"max_bytes", 0},
@@ -442,7 +493,11 @@ nlohmann::json calibrate_cpu(const CpuCalibrationOptions& options) {
       {"devices",
        {{{"device", "cpu-host"}, {"comm_slowdown", 0}, {"launch_overhead_us", 0}, {"ops", ops}}}},
       {"cluster", cluster},
-      {"measurements", {{"threads_per_rank", 1}, {"host_cores", cores}, {"cases", cases}}}};
+      {"measurements",
+       {{"threads_per_rank", 1},
+        {"host_cores", cores},
+        {"slice_us", static_cast<double>(slice_ns) / 1e3},
+        {"cases", cases}}}};
 }
 
 }  // namespace strata

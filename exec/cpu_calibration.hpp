@@ -5,7 +5,9 @@
 //  - the host as a cluster ("cluster" of the calibration file): a "cpu-host" device whose fp32
 //    peak is the best single-thread sgemm rate measured, whose memory bandwidth is a
 //    single-thread copy's, whose memory is the host's available memory per rank, and whose
-//    `host_cores` the ranks share; its intra-node link fitted to in-process all-reduce times;
+//    `host_cores` the ranks share, and whose `host_slice_us` is how long the host's scheduler
+//    lets a thread keep a core while others wait; its intra-node link fitted to in-process
+//    all-reduce times of a pair of ranks alone on the host;
 //  - efficiency tables per op kind (the "devices" entry for cpu-host): each kernel timed at a
 //    sweep of shapes, its time expressed on the roof that bounds it (FLOPs for matmul,
 //    attention, loss and GELU; bytes for norms, residual adds, embedding and the optimizer),

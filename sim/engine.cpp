@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <string>
 #include <vector>
@@ -48,7 +49,7 @@ struct Activity {
   // kDelay: the duration; kCompute: uncontended work left in ns; kFlow: bytes left. Computes and
   // flows bring it up to date only when their rate changes.
   double amount = 0;
-  int32_t resource = -1;  // kCompute: processor; kFlow: path
+  int32_t resource = -1;  // kCompute: processor; kFlow: path; kAcquire, kRelease: thread
   std::array<ProcessorId, 2> touches{kNoProcessor, kNoProcessor};
   // Before the start: dependencies not finished yet. A running flow: its slot in State::flows,
   // or kNoFlowSlot for one with no bytes to move.
@@ -79,6 +80,21 @@ struct Processor {
   int64_t running_computes = 0;
 };
 
+// A CPU host's cores (engine.hpp): how many are free, and the acquires waiting for one.
+struct CorePool {
+  int32_t free_cores = 0;
+  TimeNs slice_ns = 0;
+  std::deque<ActivityId> waiting;  // acquires, first come first served
+};
+
+struct Thread {
+  CorePoolId pool = 0;
+  bool holds_core = false;
+  TimeNs held_since_ns = 0;          // when its slice began
+  ActivityId running = kNoActivity;  // its run on the core, if any
+  TimeNs running_since_ns = 0;       // when that run last got the core
+};
+
 // A dependency added after its activity by add_dependency().
 struct LateDependency {
   ActivityId activity = kNoActivity;
@@ -107,6 +123,8 @@ struct Engine::State {
   std::vector<PathHop> hops;
   std::vector<ActiveFlow> flows;
   std::vector<int32_t> free_flow_slots;
+  std::vector<CorePool> pools;
+  std::vector<Thread> threads;
 
   EventQueue queue;
   TimeNs now_ns = 0;
@@ -153,6 +171,11 @@ struct Engine::State {
   }
 
   void build_successors();
+  void acquire(ActivityId id);
+  void release(ThreadId thread);
+  void grant_next(CorePool& pool);
+  void run_on_core(ActivityId id);
+  bool run_done(ActivityId id);
   void start(ActivityId id);
   void finish(ActivityId id);
   void start_flow(ActivityId id);
@@ -193,6 +216,94 @@ void Engine::State::build_successors() {
   std::vector<LateDependency>().swap(late_deps);
 }
 
+// A run or an acquire: at once for a thread that holds its core, or when a core is free.
+void Engine::State::acquire(ActivityId id) {
+  Thread& thread = threads[activities[id].resource];
+  CorePool& pool = pools[thread.pool];
+  if (!thread.holds_core) {
+    if (pool.free_cores == 0) {
+      pool.waiting.push_back(id);
+      return;
+    }
+    --pool.free_cores;
+    thread.holds_core = true;
+    thread.held_since_ns = now_ns;
+  }
+  if (activities[id].kind == ActivityKind::kRun) {
+    run_on_core(id);
+  } else {
+    schedule(id, now_ns);
+  }
+}
+
+void Engine::State::release(ThreadId id) {
+  Thread& thread = threads[id];
+  if (!thread.holds_core) return;
+  thread.holds_core = false;
+  CorePool& pool = pools[thread.pool];
+  if (pool.waiting.empty()) {
+    ++pool.free_cores;
+    return;
+  }
+  grant_next(pool);
+}
+
+// A core just given up goes to the longest-waiting run or acquire.
+void Engine::State::grant_next(CorePool& pool) {
+  const ActivityId next = pool.waiting.front();
+  pool.waiting.pop_front();
+  Thread& thread = threads[activities[next].resource];
+  thread.holds_core = true;
+  thread.held_since_ns = now_ns;
+  if (activities[next].kind == ActivityKind::kRun) {
+    run_on_core(next);
+  } else {
+    schedule(next, now_ns);
+  }
+}
+
+// The thread holds its core: the run goes on until it is done or the slice ends, whichever is
+// first (run_done() answers that event). A slice already over starts again when nobody waits,
+// else the thread yields at once.
+void Engine::State::run_on_core(ActivityId id) {
+  Activity& a = activities[id];
+  Thread& thread = threads[a.resource];
+  CorePool& pool = pools[thread.pool];
+  if (now_ns - thread.held_since_ns >= pool.slice_ns) {
+    if (!pool.waiting.empty()) {
+      thread.holds_core = false;
+      grant_next(pool);
+      pool.waiting.push_back(id);
+      return;
+    }
+    thread.held_since_ns = now_ns;
+  }
+  thread.running = id;
+  thread.running_since_ns = now_ns;
+  const TimeNs slice_end = thread.held_since_ns + pool.slice_ns;
+  schedule(id, std::min(now_ns + static_cast<TimeNs>(a.amount), slice_end));
+}
+
+// A run's event: true when its work is done; otherwise its slice ended, and the thread goes on
+// (nobody waits: a new slice) or is preempted to the back of the queue.
+bool Engine::State::run_done(ActivityId id) {
+  Activity& a = activities[id];
+  Thread& thread = threads[a.resource];
+  a.amount = std::max(0.0, a.amount - static_cast<double>(now_ns - thread.running_since_ns));
+  thread.running = kNoActivity;
+  if (a.amount <= 0) return true;
+  CorePool& pool = pools[thread.pool];
+  if (pool.waiting.empty()) {
+    thread.held_since_ns = now_ns;
+    run_on_core(id);
+    return false;
+  }
+  thread.holds_core = false;
+  grant_next(pool);
+  pool.waiting.push_back(id);
+  return false;
+}
+
 void Engine::State::start(ActivityId id) {
   Activity& a = activities[id];
   a.start_ns = now_ns;
@@ -221,6 +332,14 @@ void Engine::State::start(ActivityId id) {
     }
     case ActivityKind::kFlow:
       start_flow(id);
+      return;
+    case ActivityKind::kRun:
+    case ActivityKind::kAcquire:
+      acquire(id);
+      return;
+    case ActivityKind::kRelease:
+      release(a.resource);
+      schedule(id, now_ns);
       return;
   }
 }
@@ -369,6 +488,19 @@ void Engine::State::drop_stale_events() {
   queue.remove_if([&](const Event& e) { return e.version != activities[e.activity].version; });
 }
 
+CorePoolId Engine::add_core_pool(int32_t cores, TimeNs slice_ns) {
+  STRATA_ASSERT(cores > 0 && slice_ns > 0, "a core pool needs cores and a slice");
+  state_->pools.push_back(CorePool{cores, slice_ns, {}});
+  return static_cast<CorePoolId>(state_->pools.size() - 1);
+}
+
+ThreadId Engine::add_thread(CorePoolId pool) {
+  STRATA_ASSERT(pool >= 0 && pool < static_cast<CorePoolId>(state_->pools.size()),
+                "a thread names an unknown core pool");
+  state_->threads.push_back(Thread{pool, false, 0});
+  return static_cast<ThreadId>(state_->threads.size() - 1);
+}
+
 Engine::Engine() : state_(std::make_unique<State>()) {}
 Engine::~Engine() = default;
 
@@ -445,6 +577,17 @@ ActivityId Engine::add(const ActivitySpec& spec, std::span<const ActivityId> dep
       a.resource = spec.path;
       a.touches = spec.touches;
       break;
+    case ActivityKind::kRun:
+      STRATA_ASSERT(spec.duration_ns >= 0 && spec.duration_ns <= kMaxDurationNs,
+                    "a run needs a duration in [0, 2^53] ns");
+      a.amount = static_cast<double>(spec.duration_ns);
+      [[fallthrough]];
+    case ActivityKind::kAcquire:
+    case ActivityKind::kRelease:
+      STRATA_ASSERT(spec.thread >= 0 && spec.thread < static_cast<ThreadId>(s.threads.size()),
+                    "an acquire or release names an unknown thread");
+      a.resource = spec.thread;
+      break;
   }
   s.activities.push_back(a);
   s.deps.insert(s.deps.end(), deps.begin(), deps.end());
@@ -480,6 +623,7 @@ bool Engine::run(TimeNs horizon_ns) {
     while (!s.queue.empty() && s.queue.top().time_ns == s.now_ns) {
       const Event e = s.queue.pop();
       if (e.version != s.activities[e.activity].version) continue;
+      if (s.activities[e.activity].kind == ActivityKind::kRun && !s.run_done(e.activity)) continue;
       s.finish(e.activity);
     }
     s.settle();

@@ -28,6 +28,17 @@
 //    dependencies, and kernels of concurrent streams are modelled as overlapping freely. Worked
 //    example: a 1000 ns compute at contended rate 0.75 while a flow touches its processor from
 //    200 ns to 600 ns finishes at 1000 + 400 * (1 - 0.75) = 1100 ns.
+//  - a core pool is a CPU host's cores, which its threads hold one at a time each, handed out as
+//    an operating system's round-robin scheduler does. A run (work of a thread) goes on while its
+//    thread holds a core, at rate 1; a thread without one waits in the pool's queue (first come,
+//    first served; ties in event order) and takes the next core given up. A thread keeps its
+//    core from one run to the next until it releases it (it blocks: waits for a peer), or until
+//    its time slice ends while others queue: it is preempted, mid-run if need be, and queues at
+//    the back (with nobody waiting, its slice starts again). An acquire ends once its thread holds
+//    a core. Worked example: 1 core, slice 1000 ns; from 0, thread A runs 1500 ns and thread B
+//    runs 300 ns then releases. A takes the core, B queues; at 1000 A's slice ends with B
+//    waiting, so A queues with 500 ns left and B runs 1000-1300; B releases at 1300 and A runs
+//    1300-1800.
 // Durations computed from rates are rounded up to whole nanoseconds.
 
 #include <array>
@@ -44,10 +55,15 @@ using ActivityId = int32_t;
 using LinkId = int32_t;
 using ProcessorId = int32_t;
 using PathId = int32_t;
+using CorePoolId = int32_t;
+using ThreadId = int32_t;
 inline constexpr ActivityId kNoActivity = -1;
 inline constexpr ProcessorId kNoProcessor = -1;
 
-enum class ActivityKind : uint8_t { kDelay, kCompute, kFlow, kTick };
+// kRun is work of a thread on its core pool (duration_ns at rate 1, while it holds a core).
+// kAcquire and kRelease take no time of their own: an acquire ends when its thread holds a core,
+// a release when it has given it back.
+enum class ActivityKind : uint8_t { kDelay, kCompute, kFlow, kTick, kRun, kAcquire, kRelease };
 
 // One link of a flow's path, and the flow's weight there (>= 1).
 struct PathHop {
@@ -58,13 +74,15 @@ struct PathHop {
 // What to run. Fields that do not apply to the kind are ignored.
 struct ActivitySpec {
   ActivityKind kind = ActivityKind::kDelay;
-  int16_t priority = 0;    // completions at the same time: lower priority answered first
-  TimeNs duration_ns = 0;  // kDelay: fixed; kCompute: uncontended duration (>= 0); kTick: period
+  int16_t priority = 0;  // completions at the same time: lower priority answered first
+  // kDelay: fixed; kCompute: uncontended duration (>= 0); kTick: period; kRun: work on a core
+  TimeNs duration_ns = 0;
   ProcessorId processor = kNoProcessor;  // kCompute: where it runs
   double bytes = 0;  // kFlow: bytes to move (<= 0: it finishes when it starts, touching nothing)
   PathId path = -1;  // kFlow: from add_path()
   // kFlow: processors whose compute slows while this flow is active (its two end GPUs).
   std::array<ProcessorId, 2> touches{kNoProcessor, kNoProcessor};
+  ThreadId thread = -1;  // kRun, kAcquire, kRelease: the thread (from add_thread())
 };
 
 struct EngineStats {
@@ -88,6 +106,10 @@ class Engine {
   ProcessorId add_processor(double contended_rate);
   // At least one hop, each on an existing link with weight > 0; a link may appear twice.
   PathId add_path(std::span<const PathHop> hops);
+  // cores > 0, slice_ns > 0.
+  CorePoolId add_core_pool(int32_t cores, TimeNs slice_ns);
+  // A thread that runs on the pool's cores; it holds none at first.
+  ThreadId add_thread(CorePoolId pool);
 
   // Adds an activity that starts once every activity in `deps` has finished (deps must already
   // exist). Activities may be added only before run().

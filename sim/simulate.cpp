@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -99,7 +100,7 @@ class GraphMapper {
       if (before >= 0) deps.push_back(after(before));
       switch (task.kind) {
         case TaskKind::kCompute:
-          add_single(id, engine_.add(compute_spec(task), deps));
+          add_compute(id, task, deps);
           break;
         case TaskKind::kMemory:
           add_single(id, engine_.add({.kind = ActivityKind::kDelay}, deps));
@@ -118,6 +119,15 @@ class GraphMapper {
       }
     }
     STRATA_ASSERT(pending_.empty(), "a collective or p2p transfer misses members in the graph");
+    // A rank's thread gives its core up when its program ends.
+    std::map<int32_t, TaskId> last_of_rank;
+    for (TaskId id = 0; id < graph_.size(); ++id) last_of_rank[graph_.task(id).rank] = id;
+    for (const auto& [rank, last] : last_of_rank) {
+      const ThreadId thread = ranks_[static_cast<size_t>(rank_index_.at(rank))].thread;
+      if (thread < 0) continue;
+      const std::array<ActivityId, 1> done{finish_[static_cast<size_t>(last)]};
+      engine_.add({.kind = ActivityKind::kRelease, .thread = thread}, done);
+    }
     if (!engine_.run(horizon_ns)) return std::nullopt;
     StepTimeline timeline;
     timeline.tasks.resize(n);
@@ -152,16 +162,47 @@ class GraphMapper {
       const ProcessorId processor = engine_.add_processor(contended);
       processor_of_rank[static_cast<size_t>(rank.rank)] = processor;
       rank_devices_.push_back(device);
-      ranks_.push_back({processor, efficiency, slow, host_path(device, rank.rank)});
+      const bool threads = device.host_cores > 0 && graph_.mode() == GraphMode::kFull;
+      ranks_.push_back({processor, efficiency, slow, threads ? -1 : host_path(device, rank.rank),
+                        threads ? host_thread(device, rank.rank) : -1});
       rank_index_[rank.rank] = static_cast<int32_t>(ranks_.size() - 1);
     }
     return processor_of_rank;
   }
 
-  // A CPU host's ranks share its cores (processor sharing, as an OS scheduler time-slices
-  // threads): a compute is a flow of its uncontended nanoseconds over the rank's own core (one
-  // ns of work per ns) and the host's cores (host_cores ns per ns), so k computes at once on c
-  // cores each run at min(1, c / k). A folded rank stands for its replicas on the host (weight).
+  // A CPU host's ranks are threads that its cores run one at a time each (the executor's CPU
+  // backend: a thread per rank, exec/trainer.hpp), handed out by the host's scheduler
+  // (sim/engine.hpp, core pools): a rank's computes run at their measured speed while it holds a
+  // core; it gives the core up when it blocks in a collective or a receive (the in-process
+  // communicator's waits sleep on condition variables) and queues for one when the transfer
+  // ends, so a rank woken by its peers waits for a core inside its collective, as a measured
+  // step shows; and a rank that has held its core for a time slice while others queue is
+  // preempted, mid-compute if need be (a measured compute's thread CPU time falls short of its
+  // wall time, exec/rank_runtime.hpp). The slice is the device's measured one, or Linux's
+  // default (EEVDF's base slice, kernel/sched/fair.c: sysctl_sched_base_slice = 0.75 ms x (1 +
+  // log2 of the CPUs, at most 8)). -1 for a GPU.
+  ThreadId host_thread(const DeviceSpec& device, int32_t rank) {
+    if (device.host_cores <= 0) return -1;
+    const int64_t node =
+        RankLayout(compiled_.plan, compiled_.cluster.gpus_per_node).coord(rank).node;
+    auto [pool, inserted] = host_pools_.try_emplace(node, -1);
+    if (inserted) {
+      TimeNs slice_ns = device.host_slice_ns;
+      if (slice_ns <= 0) {
+        const auto cpus = static_cast<uint32_t>(std::min<int64_t>(device.host_cores, 8));
+        slice_ns = 750'000 * std::bit_width(cpus);  // 1 + floor(log2(cpus))
+      }
+      pool->second = engine_.add_core_pool(
+          static_cast<int32_t>(std::min<int64_t>(device.host_cores, 1 << 30)), slice_ns);
+    }
+    return engine_.add_thread(pool->second);
+  }
+
+  // A folded graph's rank stands for its replicas, which have no threads of their own: there the
+  // cores are shared as processor sharing instead (the average rate an OS scheduler's time slices
+  // give runnable threads): a compute is a flow of its uncontended nanoseconds over the rank's
+  // own core (one ns of work per ns) and the host's cores (host_cores ns per ns, the rank
+  // weighted by its replicas), so k computes at once on c cores each run at min(1, c / k).
   // -1 for a GPU.
   PathId host_path(const DeviceSpec& device, int32_t rank) {
     if (device.host_cores <= 0) return -1;
@@ -215,9 +256,23 @@ class GraphMapper {
               .bytes = static_cast<double>(duration),
               .path = rank.host_path};
     }
+    if (rank.thread >= 0) return {.kind = ActivityKind::kDelay, .duration_ns = duration};
     ActivitySpec spec{.kind = ActivityKind::kCompute, .processor = rank.processor};
     spec.duration_ns = duration;
     return spec;
+  }
+
+  // A compute; on a CPU host's thread, work that goes on while the rank holds a core.
+  void add_compute(TaskId id, const Task& task, const std::vector<ActivityId>& deps) {
+    const ThreadId thread = ranks_[static_cast<size_t>(rank_index_.at(task.rank))].thread;
+    if (thread < 0 || task.stream != Stream::kCompute) {
+      add_single(id, engine_.add(compute_spec(task), deps));
+      return;
+    }
+    ActivitySpec run = compute_spec(task);
+    run.kind = ActivityKind::kRun;
+    run.thread = thread;
+    add_single(id, engine_.add(run, deps));
   }
 
   void add_single(TaskId id, ActivityId activity) {
@@ -231,10 +286,20 @@ class GraphMapper {
                   NetworkModel& network) {
     const auto i = static_cast<size_t>(id);
     start_[i] = engine_.add({.kind = ActivityKind::kDelay}, deps);
-    finish_[i] = engine_.add({.kind = ActivityKind::kDelay});
+    // On a CPU host's thread a collective or a receive blocks: the rank gives its core up when
+    // it arrives and queues for one when the transfer ends. A send is buffered: it goes on.
+    const ThreadId thread = ranks_[static_cast<size_t>(rank_index_.at(task.rank))].thread;
+    const bool blocks = thread >= 0 && !(task.kind == TaskKind::kP2p && task.p2p == P2pKind::kSend);
+    ActivityId ready = start_[i];
+    if (blocks) {
+      const std::array<ActivityId, 1> arrived{start_[i]};
+      ready = engine_.add({.kind = ActivityKind::kRelease, .thread = thread}, arrived);
+    }
+    finish_[i] = engine_.add({.kind = blocks ? ActivityKind::kAcquire : ActivityKind::kDelay,
+                              .thread = blocks ? thread : -1});
     const auto [key, expected] = instance_key(task);
     Pending& pending = pending_[key];
-    pending.ready.push_back(start_[i]);
+    pending.ready.push_back(ready);
     pending.done.push_back(finish_[i]);
     pending.tasks.push_back(id);
     if (static_cast<int64_t>(pending.tasks.size()) < expected) return;
@@ -280,7 +345,8 @@ class GraphMapper {
     ProcessorId processor = kNoProcessor;
     int32_t efficiency = 0;
     double slow = 1.0;
-    PathId host_path = -1;  // a CPU host's shared cores (host_path()), or -1
+    PathId host_path = -1;  // a folded CPU host's shared cores (host_path()), or -1
+    ThreadId thread = -1;   // a CPU host's rank thread (host_thread()), or -1
   };
 
   const CompiledPlan& compiled_;
@@ -298,6 +364,7 @@ class GraphMapper {
   std::map<std::pair<int32_t, int32_t>, int32_t> occurrences_;  // (rank, group) -> collectives
   std::map<int32_t, int64_t> group_members_;                    // group -> members in graph
   std::map<int64_t, LinkId> host_links_;                        // node -> its shared cores
+  std::map<int64_t, CorePoolId> host_pools_;                    // node -> its cores
 };
 
 }  // namespace

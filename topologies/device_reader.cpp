@@ -35,6 +35,7 @@ constexpr std::string_view kDeviceFields[] = {"name",
                                               "price_usd_per_hour",
                                               "tdp_watts",
                                               "host_cores",
+                                              "host_slice_us",
                                               "host_tflops",
                                               "host_mem_bw_gbps",
                                               "host_memory_gb"};
@@ -105,6 +106,8 @@ DeviceSpec parse_device(const JsonFields& fields) {
   device.price_usd_per_hour = bounded_number(fields, "price_usd_per_hour", 0, kMaxPrice, true);
   device.tdp_watts = optional_bounded_number(fields, "tdp_watts", 0, kMaxWatts, true).value_or(0);
   device.host_cores = fields.has("host_cores") ? fields.positive_int("host_cores") : 0;
+  device.host_slice_ns = std::llround(
+      optional_bounded_number(fields, "host_slice_us", 0, kMaxUs, true).value_or(0) * 1e3);
   device.host_flops = tflops_to_flops(
       optional_bounded_number(fields, "host_tflops", 0, kMaxTflops, true).value_or(0));
   device.host_mem_bw_gbps =

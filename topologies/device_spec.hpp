@@ -28,6 +28,10 @@ struct DeviceSpec {
   // A CPU host (strata calibrate --backend cpu): the ranks of one node share this many cores, so
   // their computes slow down when more run at once than there are cores. 0 for a GPU.
   int64_t host_cores = 0;
+  // A CPU host: how long a rank's thread keeps a core while other ranks wait for one (the
+  // scheduler's time slice, measured by strata calibrate). 0: unknown, Linux's default is taken
+  // (sim/simulate.cpp).
+  int64_t host_slice_ns = 0;
   // The host share of one GPU in its usual server (the node's CPU sockets over its GPUs), where
   // offloaded work runs (ZeRO-Offload): fp32 FLOP/s, DRAM bandwidth in GB/s, DRAM bytes. 0 when
   // unknown.

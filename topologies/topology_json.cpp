@@ -62,6 +62,7 @@ nlohmann::json device_to_json(const DeviceSpec& device) {
       {"tdp_watts", device.tdp_watts},
   };
   if (device.host_cores > 0) json["host_cores"] = device.host_cores;  // a CPU host only
+  if (device.host_slice_ns > 0) json["host_slice_us"] = ns_to_us(device.host_slice_ns);
   if (device.host_flops > 0) {
     json["host_tflops"] = flops_to_tflops(device.host_flops);
     json["host_mem_bw_gbps"] = device.host_mem_bw_gbps;
