@@ -25,12 +25,6 @@ struct CompareOptions {
 
 double seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
 
-// predicted / measured - 1, or nothing when nothing was measured.
-std::optional<double> error_of(const viewer::ComparisonRow& row) {
-  if (row.second_ns == 0) return std::nullopt;
-  return static_cast<double>(row.first_ns) / static_cast<double>(row.second_ns) - 1;
-}
-
 std::string stage_text(int32_t stage) { return stage < 0 ? "step" : fmt::format("{}", stage); }
 
 std::string report_text(const CompareOptions& options,
@@ -40,7 +34,7 @@ std::string report_text(const CompareOptions& options,
   out += fmt::format("{:>5}  {:<14} {:>14} {:>14} {:>9}\n", "stage", "part", "predicted ms",
                      "measured ms", "error");
   for (const viewer::ComparisonRow& row : rows) {
-    const std::optional<double> error = error_of(row);
+    const std::optional<double> error = row.error();
     out += fmt::format("{:>5}  {:<14} {:>14.3f} {:>14.3f} {:>9}\n", stage_text(row.stage),
                        row.quantity, seconds(row.first_ns) * 1e3, seconds(row.second_ns) * 1e3,
                        error ? fmt::format("{:+.1f}%", 100 * *error) : "-");
@@ -56,7 +50,7 @@ nlohmann::json report_json(const CompareOptions& options,
   out["measured"] = options.measured;
   out["rows"] = nlohmann::json::array();
   for (const viewer::ComparisonRow& row : rows) {
-    const std::optional<double> error = error_of(row);
+    const std::optional<double> error = row.error();
     out["rows"].push_back({{"stage", row.stage},
                            {"part", row.quantity},
                            {"predicted_s", seconds(row.first_ns)},

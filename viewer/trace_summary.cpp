@@ -119,6 +119,11 @@ double ComparisonRow::relative() const {
   return static_cast<double>(second_ns - first_ns) / static_cast<double>(first_ns);
 }
 
+std::optional<double> ComparisonRow::error() const {
+  if (second_ns == 0) return std::nullopt;
+  return static_cast<double>(first_ns) / static_cast<double>(second_ns) - 1;
+}
+
 std::vector<ComparisonRow> compare(const TraceSummary& first, const TraceSummary& second) {
   std::vector<ComparisonRow> rows;
   rows.push_back({-1, "step", first.step_ns, second.step_ns});

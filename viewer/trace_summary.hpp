@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,9 @@ struct ComparisonRow {
   int64_t first_ns = 0;
   int64_t second_ns = 0;
   double relative() const;  // (second - first) / first; 0 when first is 0
+  // first / second - 1: the first trace (predicted) against the second (measured), as
+  // `strata compare` prints it; nullopt when the second is 0.
+  std::optional<double> error() const;
 };
 std::vector<ComparisonRow> compare(const TraceSummary& first, const TraceSummary& second);
 
