@@ -215,7 +215,7 @@ ConfigResult run_config(const ModelSpec& model, const Config& config, int defaul
   result.step_s = median(step_s);
 
   // The last step, rank by rank: each rank's span is its last task's finish (tasks run one after
-  // another on a rank's thread, from the step's start on that rank).
+  // another on a rank's thread, from the step's origin: the last rank's arrival at its barrier).
   const TaskGraph& graph = compiled.graph;
   std::vector<double> span_s(static_cast<size_t>(ranks), 0);
   std::vector<double> matmul_s(static_cast<size_t>(ranks), 0);

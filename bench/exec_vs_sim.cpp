@@ -22,6 +22,7 @@
 // reuses a calibration file instead of measuring). Figures are printed, not asserted.
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -56,8 +57,11 @@ double median(std::vector<double> values) {
 
 // The parts the target covers: compute by phase and exposed communication.
 bool is_target_part(const std::string& quantity) {
-  return quantity == "forward" || quantity == "backward" || quantity == "recompute" ||
-         quantity == "optimizer" || quantity.starts_with("exposed ");
+  using viewer::to_string;
+  return quantity == to_string(viewer::EventPhase::kForward) ||
+         quantity == to_string(viewer::EventPhase::kBackward) ||
+         quantity == to_string(viewer::EventPhase::kRecompute) ||
+         quantity == to_string(viewer::EventPhase::kOptimizer) || quantity.starts_with("exposed ");
 }
 
 // The measured step as the executor's trace (what `strata train --trace` writes), read back.
@@ -73,19 +77,30 @@ viewer::TraceSummary measured_summary(const CompiledPlan& compiled, const TrainR
 }
 
 // Compute tasks' wall time against their threads' CPU time, summed over every rank: how much of
-// a compute's span its thread spent off a core.
+// a compute's span its thread spent off a core. And the share of the host's cores the ranks had:
+// every task's CPU time over cores x the step's span; well below 1, other processes held the
+// cores (a shared machine), which the prediction does not model.
 struct ComputeTime {
   double wall_s = 0;
   double cpu_s = 0;
+  double host_share = 0;
 };
-ComputeTime compute_time(const CompiledPlan& compiled, const TrainResult& trained) {
+ComputeTime compute_time(const CompiledPlan& compiled, const TrainResult& trained, int64_t cores) {
   ComputeTime out;
+  double all_cpu_s = 0;
+  int64_t first_ns = INT64_MAX;
+  int64_t last_ns = 0;
   for (const MeasuredTask& t : trained.last_step_tasks) {
+    all_cpu_s += static_cast<double>(t.cpu_ns) * 1e-9;
+    first_ns = std::min(first_ns, t.start_ns);
+    last_ns = std::max(last_ns, t.finish_ns);
     const Task& task = compiled.graph.task(t.task);
     if (task.kind != TaskKind::kCompute || task.stream != Stream::kCompute) continue;
     out.wall_s += static_cast<double>(t.finish_ns - t.start_ns) * 1e-9;
     out.cpu_s += static_cast<double>(t.cpu_ns) * 1e-9;
   }
+  const double span_s = static_cast<double>(last_ns - first_ns) * 1e-9;
+  out.host_share = span_s > 0 ? all_cpu_s / (static_cast<double>(cores) * span_s) : 0.0;
   return out;
 }
 
@@ -165,15 +180,16 @@ int run(int argc, char** argv) {
 
     const viewer::TraceSummary predicted_parts =
         viewer::summarize(viewer::parse_trace(trace_json(simulated_plan, predicted), "predicted"));
-    const ComputeTime compute = compute_time(measured_plan, trained);
+    const ComputeTime compute = compute_time(measured_plan, trained, host.device.host_cores);
     std::printf("%s: step measured %.1f ms (median of %lld), predicted %.1f ms (%+.1f%%)\n", c.name,
                 measured * 1e3, static_cast<long long>(kMeasuredSteps), predicted.step_time_s * 1e3,
                 (predicted.step_time_s / measured - 1) * 100);
     std::printf(
         "  measured computes: %.1f ms wall, %.1f ms on a core (thread CPU time), %.1f%% "
-        "off a core inside them\n",
+        "off a core inside them; the ranks had %.0f%% of the host's cores\n",
         compute.wall_s * 1e3, compute.cpu_s * 1e3,
-        compute.wall_s > 0 ? (1 - compute.cpu_s / compute.wall_s) * 100 : 0.0);
+        compute.wall_s > 0 ? (1 - compute.cpu_s / compute.wall_s) * 100 : 0.0,
+        compute.host_share * 100);
     const PartCount plan_parts =
         print_parts(viewer::compare(predicted_parts, measured_summary(measured_plan, trained)));
     parts.met += plan_parts.met;

@@ -112,8 +112,12 @@ RankRun run_rank(const CompiledPlan& compiled, const TrainOptions& options, Comm
     const int64_t origin_ns = comm.first_transfer_ns();
     const auto start = std::chrono::steady_clock::now();
     StepMeasurement m = runtime.run_step(step, origin_ns);
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto end = std::chrono::steady_clock::now();
+    const int64_t end_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(end.time_since_epoch()).count();
+    // From the shared origin where there is one, so that the step holds every measured task.
+    double seconds = origin_ns >= 0 ? static_cast<double>(end_ns - origin_ns) * 1e-9
+                                    : std::chrono::duration<double>(end - start).count();
     // Reporting, outside the graph (as Megatron-LM averages its logged loss): the loss over the
     // last stage's ranks, the slowest rank's time.
     std::array<double, 2> loss{m.loss_sum, static_cast<double>(m.loss_tokens)};

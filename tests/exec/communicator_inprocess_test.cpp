@@ -334,3 +334,63 @@ TEST_CASE(
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// When a collective's data began to move is when its last member arrived, known here by
+// construction: rank 1 sleeps 30 ms before the all-reduce that rank 0 calls at once, so rank 0
+// notes a transfer at least 30 ms after its call (the wait for its peer, which the measured trace
+// does not count as communication), rank 1 one between its own call and return; a receive notes
+// when its message was sent (before the receiver's late call), and a new window answers -1.
+TEST_CASE("in-process transfers begin when the last member arrives or the message was sent",
+          "[communicator]") {
+  constexpr int64_t kLateNs = 30'000'000;
+  InProcessWorld world(2);
+  std::vector<int64_t> call_ns(2), transfer_ns(2), return_ns(2), recv_call_ns(2), sent_ns(2);
+  std::vector<int64_t> empty_window(2);
+  std::vector<std::thread> threads;
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      std::unique_ptr<Communicator> comm = world.communicator(rank);
+      const std::vector<int32_t> pair = {0, 1};
+      comm->register_groups({pair});
+      std::vector<float> data(16, 1.0f);
+      if (rank == 1) std::this_thread::sleep_for(std::chrono::nanoseconds(kLateNs));
+      comm->mark_transfers();
+      call_ns[rank] = steady_ns();
+      comm->all_reduce(std::span(data), pair, ReduceOp::kSum);
+      return_ns[rank] = steady_ns();
+      transfer_ns[rank] = comm->first_transfer_ns();
+      comm->mark_transfers();
+      empty_window[rank] = comm->first_transfer_ns();
+      if (rank == 0) {
+        sent_ns[0] = steady_ns();
+        comm->send(std::span<const float>(data), 1, 7);
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        recv_call_ns[1] = steady_ns();
+        comm->recv(std::span(data), 0, 7);
+        sent_ns[1] = comm->first_transfer_ns();
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(transfer_ns[0] - call_ns[0] >= kLateNs);
+  CHECK(transfer_ns[0] <= return_ns[0]);
+  CHECK(transfer_ns[1] >= call_ns[1]);
+  CHECK(transfer_ns[1] <= return_ns[1]);
+  CHECK(empty_window[0] == -1);
+  CHECK(empty_window[1] == -1);
+  CHECK(sent_ns[1] >= sent_ns[0]);
+  CHECK(sent_ns[1] < recv_call_ns[1]);
+}
+
+}  // namespace
+}  // namespace strata
