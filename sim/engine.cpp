@@ -80,19 +80,18 @@ struct Processor {
   int64_t running_computes = 0;
 };
 
-// A CPU host's cores (engine.hpp): how many are free, and the acquires waiting for one.
+// A CPU host's cores (engine.hpp): how many are free, and the runs and acquires waiting.
 struct CorePool {
   int32_t free_cores = 0;
   TimeNs slice_ns = 0;
-  std::deque<ActivityId> waiting;  // acquires, first come first served
+  std::deque<ActivityId> waiting;  // runs and acquires, first come first served
 };
 
 struct Thread {
   CorePoolId pool = 0;
   bool holds_core = false;
-  TimeNs held_since_ns = 0;          // when its slice began
-  ActivityId running = kNoActivity;  // its run on the core, if any
-  TimeNs running_since_ns = 0;       // when that run last got the core
+  TimeNs held_since_ns = 0;     // when its slice began
+  TimeNs running_since_ns = 0;  // when its run on the core last got it
 };
 
 // A dependency added after its activity by add_dependency().
@@ -278,7 +277,6 @@ void Engine::State::run_on_core(ActivityId id) {
     }
     thread.held_since_ns = now_ns;
   }
-  thread.running = id;
   thread.running_since_ns = now_ns;
   const TimeNs slice_end = thread.held_since_ns + pool.slice_ns;
   schedule(id, std::min(now_ns + static_cast<TimeNs>(a.amount), slice_end));
@@ -290,7 +288,6 @@ bool Engine::State::run_done(ActivityId id) {
   Activity& a = activities[id];
   Thread& thread = threads[a.resource];
   a.amount = std::max(0.0, a.amount - static_cast<double>(now_ns - thread.running_since_ns));
-  thread.running = kNoActivity;
   if (a.amount <= 0) return true;
   CorePool& pool = pools[thread.pool];
   if (pool.waiting.empty()) {
