@@ -2,8 +2,8 @@
 // Communicator: the collectives and point-to-point messages a rank of the executor runs over a
 // group of ranks (docs/design.md, "Executor"). Implementations: in-process (ranks are threads of
 // one process; exec/inprocess_communicator.hpp), MPI (ranks are processes;
-// exec/mpi_communicator.hpp); NCCL and a loopback communicator follow with the CUDA backend, behind
-// the same interface.
+// exec/mpi_communicator.hpp), and for a device backend the loopback communicator (device buffers
+// staged through a host one; exec/loopback_communicator.hpp) and NCCL (exec/nccl_communicator.hpp).
 //
 // Contract, the same for every implementation:
 //  - A group is the ascending list of the global ranks taking part; the calling rank is one of
@@ -22,6 +22,20 @@
 //    to move (first_transfer_ns): the executor's measured trace starts the task's communication
 //    there, as the simulator's trace does (sim/trace.hpp, transfer_us), so that the time a rank
 //    waits for its peers to arrive is not counted as communication.
+//
+// Device communicators (NCCL) differ in three ways, and say so:
+//  - Their float calls are queued on the task's stream (Backend::native_stream) and return at
+//    once; they complete in stream order, before the work queued after them on that stream (the
+//    runtime records the task's event after its calls, so tasks that wait for it see the
+//    results). "Blocks until complete" above reads "complete in stream order" for them; their
+//    double all-reduces (host scalars) and barrier still block the host.
+//  - NCCL's sums are in NCCL's order (rings, trees, chosen by size and topology), not the group
+//    order above: its results are NOT bit-identical to the in-process, MPI or loopback
+//    communicators'. They differ in rounding only; runs on NCCL match the CPU runs' losses within
+//    a tolerance, not bit for bit. (The CPU emulation's fake NCCL sums in group order, so runs on
+//    it are bit-identical to the CPU communicators'.)
+//  - NCCL has no tags: the n-th send from a to b meets b's n-th recv from a, so both ranks must
+//    issue the messages between them in the same order (the task graph's).
 
 #include <cstdint>
 #include <span>

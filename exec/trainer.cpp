@@ -92,7 +92,11 @@ RankRun run_rank(const CompiledPlan& compiled, const TrainOptions& options, Comm
   std::unique_ptr<Backend> backend =
       options.device_backend ? options.device_backend(rank) : make_cpu_backend();
   std::unique_ptr<Communicator> device_comm;
-  if (options.device_backend) device_comm = make_loopback_communicator(comm, *backend);
+  if (options.device_backend) {
+    device_comm = options.device_communicator ? options.device_communicator(comm, *backend)
+                                              : make_loopback_communicator(comm, *backend);
+    device_comm->register_groups(groups);
+  }
   RankRuntime runtime(compiled, rank, *backend, device_comm ? *device_comm : comm, data,
                       options.optimizer, options.seed);
   if (first_step > 0) {

@@ -1,0 +1,423 @@
+// The NCCL communicator (exec/nccl_communicator.hpp) on the CPU emulation's fake NCCL
+// (kernels/emu/include/nccl.h), whose sums are in group order: with 8 rank threads it must give
+// the in-process communicator's bits call for call, a training run must match the loopback
+// communicator's, and the fake's call log must show what real NCCL needs: the same splits derived
+// on every rank (colors and keys that make exactly the registered groups), each communicator's
+// collectives in the same order on every member, the messages between two ranks sent and received
+// in the same order, nothing grouped.
+// Each rank's buffers and streams are the CUDA backend's (exec/cuda_backend.hpp) on the
+// emulation. Catch2 is not thread-safe: rank threads only compute, the checks run after they join.
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "exec/cuda_backend.hpp"
+#include "exec/inprocess_communicator.hpp"
+#include "exec/nccl_check.hpp"
+#include "exec/nccl_communicator.hpp"
+#include "exec/trainer.hpp"
+#include "plan/compile.hpp"
+#include "strata_emu.hpp"
+#include "strata_emu_nccl.hpp"
+#include "tests/exec/communicator_values.hpp"
+#include "tests/exec/parity_plans.hpp"
+
+namespace strata {
+namespace {
+
+using emu::NcclCall;
+using emu::NcclOp;
+using Group = std::vector<int32_t>;
+using test::communicator_values;
+
+constexpr int32_t kWorld = 8;
+constexpr size_t kElements = 23;
+
+// dp2 x tp2 x pp2 with rank = pp * 4 + dp * 2 + tp: tp pairs, dp pairs, pp pairs, the world.
+std::vector<Group> layout_groups() {
+  return {{0, 1},
+          {2, 3},
+          {4, 5},
+          {6, 7},
+          {0, 2},
+          {1, 3},
+          {4, 6},
+          {5, 7},
+          {0, 4},
+          {1, 5},
+          {2, 6},
+          {3, 7},
+          {0, 1, 2, 3, 4, 5, 6, 7}};
+}
+
+// The checks of the call log of one world (the file's header comment).
+void check_call_log(const std::vector<NcclCall>& log, const std::vector<Group>& registered) {
+  REQUIRE(!log.empty());
+  const uint64_t world = log.front().world;
+  std::map<int32_t, std::vector<NcclCall>> splits;  // by rank, in call order
+  // By communicator (its members), then rank: (op, count, datatype, reduction, root).
+  using Signature = std::tuple<NcclOp, size_t, ncclDataType_t, ncclRedOp_t, int32_t>;
+  std::map<Group, std::map<int32_t, std::vector<Signature>>> collectives;
+  std::map<std::pair<int32_t, int32_t>, std::vector<size_t>> sent, received;  // (from, to)
+  size_t calls = 0;
+  for (const NcclCall& call : log) {
+    if (call.world != world) continue;
+    INFO("rank " << call.rank << " " << emu::to_string(call.op));
+    CHECK(call.result == ncclSuccess);
+    CHECK(call.group_depth == 0);
+    switch (call.op) {
+      case NcclOp::kCommSplit:
+        splits[call.rank].push_back(call);
+        break;
+      case NcclOp::kAllReduce:
+      case NcclOp::kReduceScatter:
+      case NcclOp::kAllGather:
+      case NcclOp::kBroadcast:
+        collectives[call.members][call.rank].emplace_back(call.op, call.count, call.datatype,
+                                                          call.redop, call.peer);
+        ++calls;
+        break;
+      case NcclOp::kSend:
+        sent[{call.rank, call.peer}].push_back(call.count);
+        ++calls;
+        break;
+      case NcclOp::kRecv:
+        received[{call.peer, call.rank}].push_back(call.count);
+        ++calls;
+        break;
+      default:
+        break;
+    }
+  }
+  CHECK(calls > 0);
+  // Splits: every rank made the same number; in each, the ranks of one color ordered by key are
+  // the communicator each of them recorded, key = rank; together they make the registered groups.
+  REQUIRE(splits.size() == static_cast<size_t>(kWorld));
+  const size_t rounds = splits.begin()->second.size();
+  std::set<Group> made;
+  for (size_t k = 0; k < rounds; ++k) {
+    std::map<int32_t, std::vector<std::pair<int32_t, int32_t>>> by_color;  // (key, rank)
+    for (const auto& [rank, records] : splits) {
+      REQUIRE(records.size() == rounds);
+      CHECK(records[k].key == rank);
+      if (records[k].color != NCCL_SPLIT_NOCOLOR) {
+        by_color[records[k].color].emplace_back(records[k].key, rank);
+      }
+    }
+    for (auto& [color, members] : by_color) {
+      std::ranges::sort(members);
+      Group group;
+      for (const auto& [key, rank] : members) group.push_back(rank);
+      for (const auto& [key, rank] : members) {
+        CHECK(splits[rank][k].split_members == group);
+      }
+      CHECK(made.insert(group).second);
+    }
+  }
+  CHECK(made == std::set<Group>(registered.begin(), registered.end()));
+  // Each communicator's collectives: the same sequence on every member.
+  for (const auto& [members, by_rank] : collectives) {
+    INFO("communicator of ranks " << ::Catch::Detail::stringify(members));
+    CHECK(by_rank.size() == members.size());
+    for (const auto& [rank, sequence] : by_rank) CHECK(sequence == by_rank.begin()->second);
+  }
+  // Messages: a's sends to b in the order and sizes of b's receives from a.
+  CHECK(sent == received);
+}
+
+// Runs body(rank, nccl, reference, backend) on one thread per rank: `nccl` over the fake NCCL,
+// bootstrapped on one in-process world, `reference` on another; both registered `groups`. A
+// failing rank aborts both worlds so that the others return; the first failure is rethrown.
+void run_ranks(const std::vector<Group>& groups,
+               const std::function<void(int32_t, Communicator&, Communicator&, Backend&)>& body) {
+  InProcessWorld bootstrap_world(kWorld);
+  InProcessWorld reference_world(kWorld);
+  std::vector<std::exception_ptr> errors(kWorld);
+  std::vector<std::thread> threads;
+  for (int32_t rank = 0; rank < kWorld; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        const std::unique_ptr<Backend> backend = make_cuda_backend(0);
+        const std::unique_ptr<Communicator> bootstrap = bootstrap_world.communicator(rank);
+        const std::unique_ptr<Communicator> reference = reference_world.communicator(rank);
+        const std::unique_ptr<Communicator> nccl = make_nccl_communicator(*bootstrap, *backend);
+        nccl->register_groups(groups);
+        reference->register_groups(groups);
+        body(rank, *nccl, *reference, *backend);
+      } catch (...) {
+        errors[static_cast<size_t>(rank)] = std::current_exception();
+        bootstrap_world.abort();
+        reference_world.abort();
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+}
+
+// A device copy of host values, read back after the calls queued on it.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(Backend& backend, const std::vector<float>& values)
+      : backend_(backend), tensor_(backend, static_cast<int64_t>(values.size())) {
+    backend.upload(tensor_.data(), values);
+  }
+  std::span<float> span() { return {tensor_.data(), static_cast<size_t>(tensor_.size())}; }
+  std::vector<float> host() {
+    std::vector<float> values(static_cast<size_t>(tensor_.size()));
+    backend_.download(std::span(values), tensor_.data());
+    return values;
+  }
+
+ private:
+  Backend& backend_;
+  DeviceTensor tensor_;
+};
+
+TEST_CASE("the NCCL communicator on the emulated NCCL gives the in-process communicator's bits",
+          "[emu][nccl]") {
+  // On each of its groups (tp, dp, pp pair, world) every rank all-reduces floats (sum, max) and
+  // doubles (host scalars), reduce-scatters, all-gathers and broadcasts from the group's last
+  // rank, then each first-stage rank sends two messages to its pp peer and gets one back. Inputs
+  // where another order rounds differently (tests/exec/communicator_values.hpp); every result
+  // must equal the in-process communicator's bit for bit.
+  emu::clear_nccl_call_log();
+  std::vector<std::vector<std::vector<float>>> got(kWorld), expected(kWorld);
+  std::vector<std::vector<double>> got_doubles(kWorld), expected_doubles(kWorld);
+  run_ranks(layout_groups(), [&](int32_t rank, Communicator& nccl, Communicator& reference,
+                                 Backend& backend) {
+    auto& mine = got[static_cast<size_t>(rank)];
+    auto& theirs = expected[static_cast<size_t>(rank)];
+    uint64_t call = 0;
+    for (const Group& group : layout_groups()) {
+      if (!std::ranges::binary_search(group, rank)) continue;
+      const size_t n = kElements;
+      for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+        std::vector<float> host = communicator_values<float>(rank, n, call++);
+        DeviceBuffer device(backend, host);
+        nccl.all_reduce(device.span(), group, op);
+        reference.all_reduce(std::span(host), group, op);
+        mine.push_back(device.host());
+        theirs.push_back(host);
+      }
+      std::vector<double> scalars = communicator_values<double>(rank, 2, call++);
+      std::vector<double> reference_scalars = scalars;
+      nccl.all_reduce(std::span(scalars), group, ReduceOp::kSum);
+      reference.all_reduce(std::span(reference_scalars), group, ReduceOp::kSum);
+      auto& doubles = got_doubles[static_cast<size_t>(rank)];
+      doubles.insert(doubles.end(), scalars.begin(), scalars.end());
+      auto& reference_doubles = expected_doubles[static_cast<size_t>(rank)];
+      reference_doubles.insert(reference_doubles.end(), reference_scalars.begin(),
+                               reference_scalars.end());
+
+      const std::vector<float> scatter = communicator_values<float>(rank, group.size() * n, call++);
+      DeviceBuffer scatter_send(backend, scatter);
+      DeviceBuffer scattered(backend, std::vector<float>(n));
+      std::vector<float> reference_scattered(n);
+      nccl.reduce_scatter(scatter_send.span(), scattered.span(), group);
+      reference.reduce_scatter(scatter, std::span(reference_scattered), group);
+      mine.push_back(scattered.host());
+      theirs.push_back(reference_scattered);
+
+      const std::vector<float> piece = communicator_values<float>(rank, n, call++);
+      DeviceBuffer gather_send(backend, piece);
+      DeviceBuffer gathered(backend, std::vector<float>(group.size() * n));
+      std::vector<float> reference_gathered(group.size() * n);
+      nccl.all_gather(gather_send.span(), gathered.span(), group);
+      reference.all_gather(piece, std::span(reference_gathered), group);
+      mine.push_back(gathered.host());
+      theirs.push_back(reference_gathered);
+
+      std::vector<float> broadcast = communicator_values<float>(rank, n, call++);
+      DeviceBuffer device_broadcast(backend, broadcast);
+      nccl.broadcast(device_broadcast.span(), group.back(), group);
+      reference.broadcast(std::span(broadcast), group.back(), group);
+      mine.push_back(device_broadcast.host());
+      theirs.push_back(broadcast);
+    }
+    const int32_t peer = rank < 4 ? rank + 4 : rank - 4;
+    if (rank < 4) {
+      for (uint64_t m = 0; m < 2; ++m) {
+        const std::vector<float> message = communicator_values<float>(rank, 3 + m, 100 + m);
+        DeviceBuffer device(backend, message);
+        nccl.send(device.span(), peer, static_cast<int32_t>(m));
+        backend.synchronize();  // the message is copied out before its buffer is freed
+      }
+      DeviceBuffer reply(backend, std::vector<float>(5));
+      nccl.recv(reply.span(), peer, 7);
+      mine.push_back(reply.host());
+      theirs.push_back(communicator_values<float>(peer, 5, 200));
+    } else {
+      for (uint64_t m = 0; m < 2; ++m) {
+        DeviceBuffer device(backend, std::vector<float>(3 + m));
+        nccl.recv(device.span(), peer, static_cast<int32_t>(m));
+        mine.push_back(device.host());
+        theirs.push_back(communicator_values<float>(peer, 3 + m, 100 + m));
+      }
+      DeviceBuffer reply(backend, communicator_values<float>(rank, 5, 200));
+      nccl.send(reply.span(), peer, 7);
+      backend.synchronize();
+    }
+    nccl.barrier();
+  });
+  for (int32_t rank = 0; rank < kWorld; ++rank) {
+    INFO("rank " << rank);
+    const auto r = static_cast<size_t>(rank);
+    REQUIRE(got[r].size() == expected[r].size());
+    for (size_t i = 0; i < got[r].size(); ++i) {
+      INFO("result " << i);
+      CHECK(test::bitwise_equal<float>(got[r][i], expected[r][i]));
+    }
+    CHECK(test::bitwise_equal<double>(got_doubles[r], expected_doubles[r]));
+  }
+  check_call_log(emu::nccl_call_log(), layout_groups());
+}
+
+TEST_CASE("register_groups splits the same rounds on every rank: here tp, the world, dp, pp",
+          "[emu][nccl]") {
+  // The greedy rounds of exec/nccl_communicator.hpp on the dp2 x tp2 x pp2 groups, in ascending
+  // order [0, 1] < [0, 1, ..., 7] < [0, 2] < [0, 4] < [1, 3] < ...: [0, 1] opens the tp round,
+  // the world meets it and opens its own, [0, 2] opens the dp round and [0, 4] the pp round; each
+  // later pair joins its family's round. Four ncclCommSplit calls, every rank in one group of each.
+  emu::clear_nccl_call_log();
+  run_ranks(layout_groups(), [](int32_t, Communicator&, Communicator&, Backend&) {});
+  std::map<int32_t, std::vector<Group>> per_rank;
+  for (const NcclCall& call : emu::nccl_call_log()) {
+    if (call.op == NcclOp::kCommSplit) per_rank[call.rank].push_back(call.split_members);
+  }
+  for (const auto& [rank, groups] : per_rank) {
+    INFO("rank " << rank);
+    const int32_t tp_base = rank - rank % 2;
+    const int32_t dp_base = rank - rank % 4 + rank % 2;
+    const std::vector<Group> expected = {{tp_base, tp_base + 1},
+                                         {0, 1, 2, 3, 4, 5, 6, 7},
+                                         {dp_base, dp_base + 2},
+                                         {rank % 4, rank % 4 + 4}};
+    CHECK(groups == expected);
+  }
+  CHECK(per_rank.size() == static_cast<size_t>(kWorld));
+}
+
+TEST_CASE("a failed NCCL call names the call, the file and line, NCCL's reason and a hint",
+          "[emu][nccl]") {
+  // STRATA_NCCL_CHECK (exec/nccl_check.hpp) on a refused ncclSend: peer 5 of a 1-rank world.
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm = nullptr;
+  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
+  std::string message;
+  const int line = __LINE__ + 2;
+  try {
+    STRATA_NCCL_CHECK(ncclSend(nullptr, 0, ncclFloat32, 5, comm, nullptr));
+  } catch (const NcclError& error) {
+    message = error.what();
+  }
+  ncclCommDestroy(comm);
+  CHECK(message.find("NCCL call ncclSend(nullptr, 0, ncclFloat32, 5, comm, nullptr) failed at ") !=
+        std::string::npos);
+  CHECK(message.find("nccl_communicator_emu_test.cpp:" + std::to_string(line) +
+                     ": invalid argument (run with NCCL_DEBUG=WARN for details) [ncclSend: peer "
+                     "5 is not a rank of a communicator of 1]") != std::string::npos);
+  CHECK(message.find("NCCL_DEBUG=WARN for NCCL's reason") != std::string::npos);
+}
+
+// A tiny GPT trained for 2 steps on 8 rank threads with the CUDA backend on the emulation, its
+// collectives through the NCCL communicator or the loopback one (tests/exec/loopback_*).
+struct TrainedRun {
+  TrainResult result;
+  std::vector<NcclCall> log;
+  std::vector<Group> groups;
+};
+
+TrainedRun train(const test::ParityPlan& p, bool nccl) {
+  ModelSpec model;
+  model.name = "nccl-emu-gpt";
+  model.layers = 4;
+  model.hidden = 64;
+  model.heads = 4;
+  model.kv_heads = 4;
+  model.ffn_hidden = 256;
+  model.vocab = 256;
+  model.max_seq = 32;
+  model.dropout = false;
+  const ParallelPlan plan = test::parity_plan(p, 1, 8, 16);
+  const CompiledPlan compiled =
+      compile_plan(model, cpu_host_cluster(plan.gpus(), int64_t{1} << 32), plan, GraphMode::kFull);
+  REQUIRE(compiled.validation.ok());
+  TrainOptions options;
+  options.steps = 2;
+  options.data_path = std::string(STRATA_SOURCE_DIR) + "/scenarios/data/kjv-genesis-exodus.txt";
+  options.seed = 7;
+  options.device_backend = [](int32_t) { return make_cuda_backend(0); };
+  if (nccl) options.device_communicator = make_nccl_communicator;
+  emu::clear_nccl_call_log();
+  TrainedRun run{train_in_process(compiled, options, {}), emu::nccl_call_log(), {}};
+  for (const CommGroup& group : compiled.graph.groups()) run.groups.push_back(group.ranks);
+  run.groups.push_back({0, 1, 2, 3, 4, 5, 6, 7});
+  return run;
+}
+
+// The losses and gradient norms of 2 steps match the loopback communicator's run within 1e-5
+// (both sum in group order here, so they agree to the bit unless the emulator's orders change a
+// kernel's; a GPU's NCCL would agree within rounding only), and the call log passes
+// check_call_log.
+// Runs in the emulator's forward order: in another, a rank's thread may run its collectives of
+// two streams in an order another rank's does not, and since a thread runs one queued item at a
+// time the emulated NCCL then deadlocks where a GPU, running the streams at once, would not (seen
+// in the random order: an all-gather waiting for a rank busy in a collective of another stream).
+void check_training_matches_loopback(const test::ParityPlan& p) {
+  const emu::Options previous = emu::options();
+  emu::Options forward = previous;
+  forward.order = emu::Order::kForward;
+  emu::set_options(forward);
+  const TrainedRun loopback = train(p, false);
+  const TrainedRun device = train(p, true);
+  emu::set_options(previous);
+  CHECK(loopback.log.empty());
+  REQUIRE(loopback.result.steps.size() == device.result.steps.size());
+  for (size_t i = 0; i < loopback.result.steps.size(); ++i) {
+    INFO("step " << i << ": loopback loss " << loopback.result.steps[i].loss << ", nccl "
+                 << device.result.steps[i].loss);
+    CHECK(device.result.steps[i].loss ==
+          Approx(loopback.result.steps[i].loss).epsilon(0).margin(1e-5));
+    CHECK(device.result.steps[i].grad_norm ==
+          Approx(loopback.result.steps[i].grad_norm).epsilon(1e-5));
+  }
+  check_call_log(device.log, device.groups);
+}
+
+TEST_CASE(
+    "training dp4 x tp2 ZeRO 3 with the CUDA backend and NCCL on the emulation matches the "
+    "loopback run",
+    "[emu][nccl][train]") {
+  // All-reduces, reduce-scatters and all-gathers of parameters and gradients.
+  check_training_matches_loopback(test::kParityPlans[3]);
+}
+
+// Hidden ([.]) until the emulated runtime runs a rank's streams concurrently: in 1F1B the two
+// stages of a pipeline pair each wait in a receive (on their receive stream) for the other's
+// send, queued on their send stream, and a thread runs one queued item at a time, so neither send
+// runs (a GPU runs both streams at once). It fails after the emulated NCCL's timeout, naming the
+// receive.
+TEST_CASE(
+    "training dp2 x tp2 x pp2 1F1B with the CUDA backend and NCCL on the emulation matches "
+    "the loopback run",
+    "[emu][nccl][train][.]") {
+  // All-reduces, pipeline sends and receives, the data-parallel gradient reduction.
+  check_training_matches_loopback(test::kParityPlans[0]);
+}
+
+}  // namespace
+}  // namespace strata
