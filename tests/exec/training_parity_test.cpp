@@ -24,42 +24,10 @@
 namespace strata {
 namespace {
 
-// A GPT-2-style model small enough to train 5 steps on 8 ranks in a second: 8 layers so that
-// pp 4 x vpp 2 divides them.
-ModelSpec parity_model() {
-  ModelSpec m;
-  m.name = "parity-gpt";
-  m.layers = 8;
-  m.hidden = 64;
-  m.heads = 4;
-  m.kv_heads = 4;
-  m.ffn_hidden = 256;
-  m.vocab = 256;
-  m.max_seq = 32;
-  m.dropout = false;
-  return m;
-}
-
-// The same size in Llama's architecture: 8 query heads share 4 key/value heads (so tp 4 divides
-// them), and the SwiGLU width is Llama's 8/3 x hidden rounded to a multiple of 16.
-ModelSpec parity_llama() {
-  ModelSpec m = parity_model();
-  m.name = "parity-llama";
-  m.heads = 8;
-  m.kv_heads = 4;
-  m.ffn_hidden = 176;
-  m.norm = NormKind::kRmsNorm;
-  m.mlp = MlpKind::kSwiGlu;
-  m.position = PositionKind::kRotary;
-  m.tied_embeddings = false;
-  m.qkv_bias = m.out_bias = m.linear_bias = false;
-  return m;
-}
-
 // Gemma 2's layer shape: norms before and after each branch, GeGLU, a per-head QK-norm (Gemma
 // 3's), a window of 8 keys (half the sequence) on every other layer, a tied head.
 ModelSpec parity_gemma() {
-  ModelSpec m = parity_llama();
+  ModelSpec m = test::parity_llama();
   m.name = "parity-gemma";
   m.block = LayerBlock::kSandwich;
   m.mlp = MlpKind::kGeGlu;
@@ -73,7 +41,7 @@ ModelSpec parity_gemma() {
 // OLMo 2's: norms after the attention and after the MLP only, with a QK-norm over the whole
 // width (which the executor runs at tp 1 only), and the same with a per-head QK-norm.
 ModelSpec parity_olmo(QkNorm qk_norm) {
-  ModelSpec m = parity_llama();
+  ModelSpec m = test::parity_llama();
   m.name = qk_norm == QkNorm::kWhole ? "parity-olmo" : "parity-olmo-per-head";
   m.block = LayerBlock::kPostNorm;
   m.qk_norm = qk_norm;
@@ -83,7 +51,7 @@ ModelSpec parity_olmo(QkNorm qk_norm) {
 // GPT-J's: attention and MLP in parallel under one LayerNorm, GELU, rotary positions, biases on
 // the MLP and on the untied LM head.
 ModelSpec parity_gptj() {
-  ModelSpec m = parity_llama();
+  ModelSpec m = test::parity_llama();
   m.name = "parity-gptj";
   m.block = LayerBlock::kParallel;
   m.norm = NormKind::kLayerNorm;
@@ -128,7 +96,8 @@ cpu::AdamWConfig adamw() {
   return config;
 }
 
-TrainResult train(const test::ParityPlan& p, int64_t steps, const ModelSpec& model = parity_model(),
+TrainResult train(const test::ParityPlan& p, int64_t steps,
+                  const ModelSpec& model = test::parity_model(),
                   const cpu::AdamWConfig& optimizer = adamw()) {
   const ParallelPlan plan = test::parity_plan(p, 1, 8, 16);
   validate_plan(plan, model, plan.gpus(), "test");
@@ -182,18 +151,18 @@ TEST_CASE(
     "every parity plan on 8 thread-ranks matches the 1-rank run: 5 losses within 1e-5, "
     "final weights within 1e-4 relative (GPT-2)",
     "[exec][parity]") {
-  check_parity(parity_model());
+  check_parity(test::parity_model());
 }
 
 TEST_CASE(
     "every parity plan on 8 thread-ranks matches the 1-rank run: 5 losses within 1e-5, "
     "final weights within 1e-4 relative (Llama: RMSNorm, SwiGLU, rotary, GQA)",
     "[exec][parity]") {
-  check_parity(parity_llama());
+  check_parity(test::parity_llama());
 }
 
 TEST_CASE("GPT-2 with dropout: 8-rank parity", "[exec][parity][dropout]") {
-  check_parity(with_dropout(parity_model()));
+  check_parity(with_dropout(test::parity_model()));
 }
 
 // The other layer shapes train with AdamW's epsilon far above every gradient element (1e3, with

@@ -23,38 +23,6 @@
 namespace strata {
 namespace {
 
-// The parity grid's GPT-2 shape (tests/exec/training_parity_test.cpp), 8 layers so that pp 4 x
-// vpp 2 divides them.
-ModelSpec parity_gpt() {
-  ModelSpec m;
-  m.name = "parity-gpt";
-  m.layers = 8;
-  m.hidden = 64;
-  m.heads = 4;
-  m.kv_heads = 4;
-  m.ffn_hidden = 256;
-  m.vocab = 256;
-  m.max_seq = 32;
-  m.dropout = false;
-  return m;
-}
-
-// Llama's shape at the same size: RMSNorm, SwiGLU, rotary positions, 8 query heads on 4
-// key/value heads, no biases, an untied head.
-ModelSpec parity_llama() {
-  ModelSpec m = parity_gpt();
-  m.name = "parity-llama";
-  m.heads = 8;
-  m.kv_heads = 4;
-  m.ffn_hidden = 176;
-  m.norm = NormKind::kRmsNorm;
-  m.mlp = MlpKind::kSwiGlu;
-  m.position = PositionKind::kRotary;
-  m.tied_embeddings = false;
-  m.qkv_bias = m.out_bias = m.linear_bias = false;
-  return m;
-}
-
 constexpr int64_t kSteps = 3;
 
 TrainResult train(const test::ParityPlan& p, const ModelSpec& model, bool cuda) {
@@ -104,7 +72,7 @@ TEST_CASE(
     "the CUDA backend: every parity plan on 8 thread-ranks matches its 1-rank run, and the "
     "1-rank run the CPU backend's, within 1e-5 per loss (GPT-2)",
     "[gpu][exec_cuda]") {
-  check_parity(parity_gpt());
+  check_parity(test::parity_model());
 }
 
 TEST_CASE(
@@ -112,7 +80,7 @@ TEST_CASE(
     "1-rank run the CPU backend's, within 1e-5 per loss (Llama: RMSNorm, SwiGLU, rotary, "
     "GQA)",
     "[gpu][exec_cuda]") {
-  check_parity(parity_llama());
+  check_parity(test::parity_llama());
 }
 
 TEST_CASE(
@@ -120,8 +88,8 @@ TEST_CASE(
     "weights, bit for bit",
     "[gpu][exec_cuda]") {
   const test::ParityPlan& p = test::kParityPlans[0];
-  const TrainResult first = train(p, parity_gpt(), true);
-  const TrainResult second = train(p, parity_gpt(), true);
+  const TrainResult first = train(p, test::parity_model(), true);
+  const TrainResult second = train(p, test::parity_model(), true);
   CHECK(losses(first) == losses(second));
   CHECK(first.weights == second.weights);
 }
