@@ -440,16 +440,12 @@ nlohmann::json calibrate_cpu(const CpuCalibrationOptions& options) {
   const double latency_us = comm.intercept_s / 2 * 1e6;
 
   nlohmann::json ops;
-  const std::pair<const char*, OpKind> kinds[] = {{"matmul", OpKind::kMatmul},
-                                                  {"attention", OpKind::kAttention},
-                                                  {"flash_attention", OpKind::kFlashAttention},
-                                                  {"norm", OpKind::kNorm},
-                                                  {"elementwise", OpKind::kElementwise},
-                                                  {"embedding", OpKind::kEmbedding},
-                                                  {"loss", OpKind::kLoss},
-                                                  {"optimizer", OpKind::kOptimizer}};
-  for (const auto& [name, kind] : kinds) {
-    ops[name] = {
+  // Every op kind the calibration format has a table for, under its name (to_string).
+  constexpr OpKind kinds[] = {OpKind::kMatmul, OpKind::kAttention,   OpKind::kFlashAttention,
+                              OpKind::kNorm,   OpKind::kElementwise, OpKind::kEmbedding,
+                              OpKind::kLoss,   OpKind::kOptimizer};
+  for (const OpKind kind : kinds) {
+    ops[to_string(kind)] = {
         {"flops_efficiency", curve(sweep.samples(), kind, Roof::kFlops, peak_flops, bandwidth)},
         {"memory_efficiency", curve(sweep.samples(), kind, Roof::kMemory, peak_flops, bandwidth)}};
   }

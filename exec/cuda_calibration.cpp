@@ -239,17 +239,13 @@ nlohmann::json calibrate_cuda(const CudaCalibrationOptions& options) {
   }
 
   nlohmann::json ops;
-  const std::pair<const char*, OpKind> kinds[] = {{"matmul", OpKind::kMatmul},
-                                                  {"attention", OpKind::kAttention},
-                                                  {"flash_attention", OpKind::kFlashAttention},
-                                                  {"norm", OpKind::kNorm},
-                                                  {"elementwise", OpKind::kElementwise},
-                                                  {"embedding", OpKind::kEmbedding},
-                                                  {"loss", OpKind::kLoss},
-                                                  {"optimizer", OpKind::kOptimizer}};
+  // Every op kind the calibration format has a table for, under its name (to_string).
+  constexpr OpKind kinds[] = {OpKind::kMatmul, OpKind::kAttention,   OpKind::kFlashAttention,
+                              OpKind::kNorm,   OpKind::kElementwise, OpKind::kEmbedding,
+                              OpKind::kLoss,   OpKind::kOptimizer};
   const double launch_s = launch.launch_overhead_s;
-  for (const auto& [name, kind] : kinds) {
-    ops[name] = {
+  for (const OpKind kind : kinds) {
+    ops[to_string(kind)] = {
         {"flops_efficiency", curve(sweep.samples(), kind, Roof::kFlops, roofs, launch_s)},
         {"memory_efficiency", curve(sweep.samples(), kind, Roof::kMemory, roofs, launch_s)}};
   }
