@@ -35,7 +35,8 @@
 //    a tolerance, not bit for bit. (The CPU emulation's fake NCCL sums in group order, so runs on
 //    it are bit-identical to the CPU communicators'.)
 //  - NCCL has no tags: the n-th send from a to b meets b's n-th recv from a, so both ranks must
-//    issue the messages between them in the same order (the task graph's).
+//    issue the messages between them in the same order (the task graph's). A send may wait for
+//    its receive, so pipeline messages go in batches (batches_p2p below).
 
 #include <cstdint>
 #include <span>
@@ -72,6 +73,16 @@ class Communicator {
   virtual void recv(std::span<float> data, int32_t peer, int32_t tag) = 0;
   // Every rank of the world waits for every other (checkpoints use it).
   virtual void barrier() = 0;
+
+  // True where a send may wait for its receiver (NCCL, for a message larger than its buffers):
+  // the runtime then issues the sends and receives of adjacent pipeline tasks as one batch,
+  // between begin_p2p_batch and end_p2p_batch (NCCL: one ncclGroupStart/End, as Megatron-LM
+  // batches a stage's send and receive), so that two stages that each send to the other before
+  // they receive cannot deadlock. The calls of a batch complete, in stream order, only once it
+  // ends. The host communicators' sends never wait: no batches, and these do nothing.
+  virtual bool batches_p2p() const { return false; }
+  virtual void begin_p2p_batch() {}
+  virtual void end_p2p_batch() {}
 
   // Opens a window: first_transfer_ns() then answers for the calls made after this one.
   void mark_transfers() { first_transfer_ns_ = -1; }

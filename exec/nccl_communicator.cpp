@@ -164,6 +164,10 @@ class NcclCommunicator final : public Communicator {
     bootstrap_.barrier();
   }
 
+  bool batches_p2p() const override { return true; }
+  void begin_p2p_batch() override { STRATA_NCCL_CHECK(ncclGroupStart()); }
+  void end_p2p_batch() override { STRATA_NCCL_CHECK(ncclGroupEnd()); }
+
  private:
   cudaStream_t stream() { return static_cast<cudaStream_t>(backend_.native_stream()); }
 

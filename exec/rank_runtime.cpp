@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
+#include <set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -35,6 +37,39 @@ int64_t thread_cpu_ns() {
 
 constexpr std::string_view kGatheredSuffix = " gathered";
 
+bool frees_only(std::span<const TensorUse> uses) {
+  return !uses.empty() && std::ranges::all_of(uses, [](const TensorUse use) {
+    return use.access() == Access::kFree;
+  });
+}
+
+// RankRuntime::Impl::batch_last for a program.
+std::vector<size_t> pipeline_batches(const TaskGraph& graph, const std::vector<TaskId>& program) {
+  std::vector<size_t> last(program.size());
+  std::iota(last.begin(), last.end(), size_t{0});
+  for (size_t first = 0; first < program.size(); ++first) {
+    if (graph.task(program[first]).kind != TaskKind::kP2p) continue;
+    std::set<TaskId> deferred = {program[first]};  // ending with the batch
+    for (size_t j = first + 1; j < program.size(); ++j) {
+      const TaskId id = program[j];
+      const Task& task = graph.task(id);
+      const bool waits = std::ranges::any_of(
+          graph.deps(id), [&](const TaskId dep) { return deferred.count(dep) != 0; });
+      const bool host = task.kind == TaskKind::kCompute && graph.op(task.op).kind == OpKind::kHost;
+      if (task.kind == TaskKind::kP2p && !waits) {
+        deferred.insert(id);
+        last[first] = j;
+      } else if (task.kind == TaskKind::kMemory && frees_only(graph.uses(id))) {
+        deferred.insert(id);
+      } else if (waits || !(host || task.kind == TaskKind::kMemory)) {
+        break;
+      }
+    }
+    first = last[first];
+  }
+  return last;
+}
+
 }  // namespace
 
 RankRuntime::Impl::Impl(const CompiledPlan& compiled, int32_t rank, Backend& backend,
@@ -55,6 +90,9 @@ RankRuntime::Impl::Impl(const CompiledPlan& compiled, int32_t rank, Backend& bac
   for (TaskId id = 0; id < graph.size(); ++id) {
     if (graph.task(id).rank == rank) program.push_back(id);
   }
+  batch_last.resize(program.size());
+  std::iota(batch_last.begin(), batch_last.end(), size_t{0});
+  if (comm.batches_p2p()) batch_last = pipeline_batches(graph, program);
   bind_tensors();
 }
 
@@ -297,18 +335,84 @@ void RankRuntime::Impl::run_gradient_collective(const Task& task, const Operands
 // follows). A message smaller than the tensor it carries is this rank's 1/t of it along TP
 // (Megatron-LM's scatter-gather of pipeline messages; the receiver's TP all-gather rebuilds it).
 void RankRuntime::Impl::run_p2p(const Task& task, std::span<const TensorUse> uses) {
+  post_p2p(task, uses);
+  finish_p2p(task, uses);
+}
+
+void RankRuntime::Impl::post_p2p(const Task& task, std::span<const TensorUse> uses) {
   const Operands o = operands(uses);
   const TensorId message = o.out.at(0);
   const int64_t size = elements(message);
   if (task.p2p == P2pKind::kRecv) {
     comm.recv(std::span(data(message), static_cast<size_t>(size)), task.peer, task.tag);
-    for (size_t i = 1; i < o.out.size(); ++i) backend.copy(data(o.out[i]), data(message), size);
     return;
   }
   const TensorId carried = o.in.at(0);
   const int64_t offset = elements(carried) == size ? 0 : coord.tp * size;
   backend.copy(data(message), data(carried) + offset, size);
   comm.send(std::span<const float>(data(message), static_cast<size_t>(size)), task.peer, task.tag);
+}
+
+void RankRuntime::Impl::finish_p2p(const Task& task, std::span<const TensorUse> uses) {
+  if (task.p2p != P2pKind::kRecv) return;
+  const Operands o = operands(uses);
+  const TensorId message = o.out.at(0);
+  const int64_t size = elements(message);
+  for (size_t i = 1; i < o.out.size(); ++i) backend.copy(data(o.out[i]), data(message), size);
+}
+
+void RankRuntime::Impl::issue(size_t position, std::vector<Issued>& issued) {
+  const TaskId id = program[position];
+  const Stream stream = graph.task(id).stream;
+  wait_for_dependencies(id);
+  comm.mark_transfers();
+  const int64_t cpu_begin = thread_cpu_ns();
+  const int64_t begin = now_ns();
+  const int64_t begin_mark = backend.mark(stream);
+  run_task(id);
+  const int64_t end_mark = backend.mark(stream);
+  const int64_t end = now_ns();
+  const int64_t transfer = std::clamp(comm.first_transfer_ns(), begin, end);
+  issued[position] = {begin_mark, end_mark, transfer - begin, thread_cpu_ns() - cpu_begin};
+}
+
+// The batch's host and allocating tasks are issued in order; its p2p tasks post their calls
+// inside the communicator's batch, and they and its frees (which wait for them) finish, record
+// their events and take their end marks once the batch has ended.
+void RankRuntime::Impl::issue_batch(size_t first, size_t last, std::vector<Issued>& issued) {
+  std::vector<size_t> ending;
+  comm.begin_p2p_batch();
+  for (size_t position = first; position <= last; ++position) {
+    const TaskId id = program[position];
+    const Task& task = graph.task(id);
+    if (task.kind != TaskKind::kP2p &&
+        !(task.kind == TaskKind::kMemory && frees_only(graph.uses(id)))) {
+      issue(position, issued);
+      continue;
+    }
+    wait_for_dependencies(id);
+    const int64_t cpu_begin = thread_cpu_ns();
+    issued[position].begin_mark = backend.mark(task.stream);
+    backend.set_stream(task.stream);
+    if (task.kind == TaskKind::kP2p) post_p2p(task, graph.uses(id));
+    issued[position].cpu_ns = thread_cpu_ns() - cpu_begin;
+    ending.push_back(position);
+  }
+  comm.end_p2p_batch();
+  for (const size_t position : ending) {
+    const TaskId id = program[position];
+    const Task& task = graph.task(id);
+    const int64_t cpu_begin = thread_cpu_ns();
+    backend.set_stream(task.stream);
+    if (task.kind == TaskKind::kP2p) {
+      finish_p2p(task, graph.uses(id));
+    } else {
+      run_memory(graph.uses(id));
+    }
+    backend.record_event(task.stream, id);
+    issued[position].end_mark = backend.mark(task.stream);
+    issued[position].cpu_ns += thread_cpu_ns() - cpu_begin;
+  }
 }
 
 RankRuntime::RankRuntime(const CompiledPlan& compiled, int32_t rank, Backend& backend,
@@ -347,23 +451,15 @@ StepMeasurement RankRuntime::run_step(int64_t step, int64_t origin_ns) {
   const int64_t host_start = now_ns();
   backend.mark(Stream::kCompute);  // mark 0
   const int64_t shift = origin_ns >= 0 ? host_start - origin_ns : 0;
-  struct Issued {
-    int64_t begin_mark, end_mark, wait_ns, cpu_ns;
-  };
-  std::vector<Issued> issued;
-  issued.reserve(impl.program.size());
-  for (const TaskId id : impl.program) {
-    const Stream stream = impl.graph.task(id).stream;
-    impl.wait_for_dependencies(id);
-    impl.comm.mark_transfers();
-    const int64_t cpu_begin = thread_cpu_ns();
-    const int64_t begin = now_ns();
-    const int64_t begin_mark = backend.mark(stream);
-    impl.run_task(id);
-    const int64_t end_mark = backend.mark(stream);
-    const int64_t end = now_ns();
-    const int64_t transfer = std::clamp(impl.comm.first_transfer_ns(), begin, end);
-    issued.push_back({begin_mark, end_mark, transfer - begin, thread_cpu_ns() - cpu_begin});
+  std::vector<Impl::Issued> issued(impl.program.size());
+  for (size_t position = 0; position < impl.program.size();) {
+    const size_t last = impl.batch_last[position];
+    if (last > position) {
+      impl.issue_batch(position, last, issued);
+    } else {
+      impl.issue(position, issued);
+    }
+    position = last + 1;
   }
   backend.synchronize();
   for (size_t i = 0; i < issued.size(); ++i) {

@@ -59,6 +59,15 @@ struct RankRuntime::Impl {
   float* workspace(size_t index, int64_t elements);
   Operands operands(std::span<const TensorUse> uses) const;
 
+  // A task as issued, in marks on its stream (Backend::mark), and what the host saw: the time it
+  // waited for its peers before the data moved, and the CPU time its thread spent.
+  struct Issued {
+    int64_t begin_mark = 0, end_mark = 0, wait_ns = 0, cpu_ns = 0;
+  };
+  // Issues the task at program[position]: its waits, its calls, its event, its marks.
+  void issue(size_t position, std::vector<Issued>& issued);
+  // Issues program[first..last], a pipeline batch (batch_last).
+  void issue_batch(size_t first, size_t last, std::vector<Issued>& issued);
   // Queues the waits of task id's stream for its dependencies on the rank's other streams.
   void wait_for_dependencies(TaskId id);
   // Runs task id on its stream, then records its event; its waits are queued already.
@@ -66,7 +75,11 @@ struct RankRuntime::Impl {
   void run_memory(std::span<const TensorUse> uses);
   void run_collective(const Task& task, std::span<const TensorUse> uses);
   void run_gradient_collective(const Task& task, const Operands& o);
+  // A pipeline message in two halves: the communicator's call (with a send's copy into its
+  // message before it), then a receive's copies out of its message, queued after the call.
   void run_p2p(const Task& task, std::span<const TensorUse> uses);
+  void post_p2p(const Task& task, std::span<const TensorUse> uses);
+  void finish_p2p(const Task& task, std::span<const TensorUse> uses);
   void run_compute(const Task& task, std::span<const TensorUse> uses);
   void run_forward(const Task& task, const OpShape& op, const Operands& o);
   void run_backward(const Task& task, const OpShape& op, const Operands& o);
@@ -105,6 +118,12 @@ struct RankRuntime::Impl {
   RankCoord coord;
   int64_t tokens_per_micro_batch = 0;  // B T
   std::vector<TaskId> program;         // this rank's tasks, in id order
+  // By program position, the last position of the pipeline batch starting there (the position
+  // itself where none does): where the communicator batches its sends and receives
+  // (Communicator::batches_p2p), a p2p task and the p2p tasks after it reached through host
+  // tasks, memory tasks and p2p tasks only, none of which waits for one of the batch's p2p tasks
+  // or frees (they finish only when the batch ends) unless it is itself a free.
+  std::vector<size_t> batch_last;
 
   std::vector<TensorSlot> slots;  // by tensor id; empty for other ranks' tensors
   std::deque<DeviceTensor> owned;

@@ -18,19 +18,18 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "nccl.h"
 #include "strata_emu.hpp"
 #include "strata_emu_nccl.hpp"
+#include "strata_emu_waits.hpp"
 
 namespace strata::emu {
-
-class Unlocked;  // strata_emu.hpp's, where the runtime has it (ReleasedDevice below)
 
 namespace {
 
@@ -124,6 +123,8 @@ class Clique {
   std::map<uint64_t, Meeting> meetings;  // by the collective's index on the communicator
   // By (sender, receiver, index of the message between them), in communicator ranks.
   std::map<std::tuple<int, int, uint64_t>, Message> messages;
+  // The receives posted, by the same key, until their send completes.
+  std::set<std::tuple<int, int, uint64_t>> receives;
   std::map<uint64_t, SplitMeeting> splits;  // by the split's index on the communicator
 
  private:
@@ -131,24 +132,8 @@ class Clique {
   std::vector<int32_t> members_;  // world ranks, by communicator rank
 };
 
-// A collective or receive waits for other ranks' threads, which must be free to run their own
-// queues meanwhile: a runtime that lets several threads drive the device under one lock offers
-// Unlocked (strata_emu.hpp), which releases it for a scope. ReleasedDevice is Unlocked where the
-// runtime defines it and does nothing where it does not (a runtime that one thread drives, which
-// rank threads cannot share: tests/CMakeLists.txt builds the NCCL tests on the emulation only
-// where strata_emu.hpp has Unlocked). Unlocked is complete in this file or never.
-template <typename Lock, typename = void>
-struct ReleasedDevice {
-  ReleasedDevice() {}  // user-provided: a scope guard, not an unused variable
-};
-template <typename Lock>
-struct ReleasedDevice<Lock, std::void_t<decltype(sizeof(Lock))>> {
-  Lock unlocked;
-};
-using ReleaseDevice = ReleasedDevice<Unlocked>;
-
-// Waits on the clique's condition variable until ready(); after the timeout fails with
-// what_failed().
+// ncclCommInitRank and ncclCommSplit block the host: waits on the condition variable until
+// ready(); after the timeout fails with what_failed().
 template <typename Ready, typename Describe>
 void wait_or_fail(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, Ready ready,
                   Describe what_failed) {
@@ -170,10 +155,14 @@ void append(NcclCall call) {
 
 // ---- This thread's state ---------------------------------------------------------------------
 
-// A call made inside ncclGroupStart/End: its two halves, run at ncclGroupEnd (include/nccl.h).
+// A call's two halves (include/nccl.h): the post, which never waits, and the completion, which
+// runs once its wait condition holds. Inside ncclGroupStart/End they are kept for ncclGroupEnd.
 struct Pending {
   cudaStream_t stream = nullptr;
+  ncclComm* comm = nullptr;
+  std::string what;
   std::function<void()> post;
+  WaitCondition waits;
   std::function<void()> complete;
 };
 
@@ -245,7 +234,9 @@ void clear_nccl_call_log() {
   call_log.clear();
 }
 
+// The host waits' timeout here, the queued calls' the runtime's wait timeout.
 std::chrono::milliseconds set_nccl_timeout(std::chrono::milliseconds value) {
+  set_wait_timeout(value);
   return std::chrono::milliseconds(timeout_ms.exchange(value.count()));
 }
 
@@ -259,6 +250,9 @@ struct ncclComm {
   uint64_t next_split = 0;
   std::map<int, uint64_t> sent;      // messages sent to each peer (communicator rank)
   std::map<int, uint64_t> received;  // receives posted from each peer
+  // The queued item that completes this member's last call: NCCL runs a communicator's calls in
+  // call order, whatever their streams (each launch waits for the communicator's previous one).
+  uint64_t last_item = 0;
 
   int32_t world_rank() const { return clique->members()[static_cast<size_t>(rank)]; }
   int size() const { return static_cast<int>(clique->size()); }
@@ -281,17 +275,17 @@ NcclCall record(NcclOp op, const ncclComm* comm) {
   return call;
 }
 
-// Queues a call's two halves on its stream, or keeps them for ncclGroupEnd inside a group.
-void submit(cudaStream_t stream, const char* what, std::function<void()> post,
-            std::function<void()> complete) {
+// Queues a call's two halves on its stream, after the communicator's previous call, or keeps
+// them for ncclGroupEnd inside a group.
+void submit(Pending call) {
   if (group_depth > 0) {
-    grouped.push_back({stream, std::move(post), std::move(complete)});
+    grouped.push_back(std::move(call));
     return;
   }
-  enqueue(stream, what, [post = std::move(post), complete = std::move(complete)] {
-    post();
-    complete();
-  });
+  enqueue_waiting(call.stream, call.what + " (post)", nullptr, std::move(call.post),
+                  {call.comm->last_item});
+  call.comm->last_item = enqueue_waiting(call.stream, std::move(call.what), std::move(call.waits),
+                                         std::move(call.complete), {});
 }
 
 // result (count elements of T) = the reduction of each member's input from element `offset` on,
@@ -394,24 +388,23 @@ ncclResult_t collective(const Collective& c, ncclComm_t comm, cudaStream_t strea
     Meeting& meeting = clique->meetings[index];
     if (meeting.posts.empty()) meeting.posts.resize(members);
     meeting.posts[rank] = std::move(mine);
-    if (++meeting.arrived == members) clique->cv.notify_all();
+    ++meeting.arrived;
+  };
+  auto waits = [=]() -> std::string {
+    std::lock_guard lock(clique->mutex);
+    const Meeting& meeting = clique->meetings.at(index);
+    if (meeting.arrived == members) return "";
+    std::vector<int32_t> absent;
+    for (size_t j = 0; j < members; ++j) {
+      if (!meeting.posts[j]) absent.push_back(clique->members()[j]);
+    }
+    return "ranks " + join(absent) + " did not arrive";
   };
   auto complete = [=] {
     Meeting* found = nullptr;
     {
-      const ReleaseDevice released;  // the other ranks' threads run their queues meanwhile
-      std::unique_lock lock(clique->mutex);
-      Meeting& meeting = clique->meetings.at(index);
-      wait_or_fail(
-          lock, clique->cv, [&] { return meeting.arrived == members; },
-          [&] {
-            std::vector<int32_t> absent;
-            for (size_t j = 0; j < members; ++j) {
-              if (!meeting.posts[j]) absent.push_back(clique->members()[j]);
-            }
-            return name + ": ranks " + join(absent) + " did not arrive";
-          });
-      found = &meeting;
+      std::lock_guard lock(clique->mutex);
+      found = &clique->meetings.at(index);
     }
     Meeting& meeting = *found;
     // Nobody writes the posts until every member has finished.
@@ -452,7 +445,7 @@ ncclResult_t collective(const Collective& c, ncclComm_t comm, cudaStream_t strea
     const std::lock_guard lock(clique->mutex);
     if (++meeting.finished == members) clique->meetings.erase(index);
   };
-  submit(stream, what, std::move(post), std::move(complete));
+  submit({stream, comm, name, std::move(post), std::move(waits), std::move(complete)});
   return ncclSuccess;
 }
 
@@ -496,9 +489,19 @@ ncclResult_t point_to_point(NcclOp op, const void* send, void* recv, size_t coun
       Message message{count, datatype, std::vector<std::byte>(data, data + bytes)};
       std::lock_guard lock(clique->mutex);
       clique->messages[key] = std::move(message);
-      clique->cv.notify_all();
     };
-    submit(stream, what, std::move(post), [] {});
+    // Every send waits for its receive, as a message larger than NCCL's buffers does.
+    auto waits = [=, receiver = call.peer]() -> std::string {
+      std::lock_guard lock(clique->mutex);
+      return clique->receives.count(key) != 0
+                 ? ""
+                 : "rank " + std::to_string(receiver) + " did not post the matching ncclRecv";
+    };
+    auto complete = [=] {
+      std::lock_guard lock(clique->mutex);
+      clique->receives.erase(key);
+    };
+    submit({stream, comm, name, std::move(post), std::move(waits), std::move(complete)});
     return ncclSuccess;
   }
   const auto key = std::make_tuple(peer, self, comm->received[peer]++);
@@ -507,15 +510,17 @@ ncclResult_t point_to_point(NcclOp op, const void* send, void* recv, size_t coun
                            std::to_string(std::get<2>(key)) + " between them)";
   auto post = [=] {
     if (bytes > 0) check_device_range(recv, bytes, name + ": recvbuff");
+    std::lock_guard lock(clique->mutex);
+    clique->receives.insert(key);
+  };
+  auto waits = [=]() -> std::string {
+    std::lock_guard lock(clique->mutex);
+    return clique->messages.count(key) != 0 ? "" : "no matching ncclSend ran";
   };
   auto complete = [=] {
     Message message;
     {
-      const ReleaseDevice released;
-      std::unique_lock lock(clique->mutex);
-      wait_or_fail(
-          lock, clique->cv, [&] { return clique->messages.count(key) != 0; },
-          [&] { return name + ": no matching ncclSend ran"; });
+      std::lock_guard lock(clique->mutex);
       const auto found = clique->messages.find(key);
       message = std::move(found->second);
       clique->messages.erase(found);
@@ -527,7 +532,7 @@ ncclResult_t point_to_point(NcclOp op, const void* send, void* recv, size_t coun
     }
     if (bytes > 0) std::memcpy(recv, message.data.data(), bytes);
   };
-  submit(stream, what, std::move(post), std::move(complete));
+  submit({stream, comm, name, std::move(post), std::move(waits), std::move(complete)});
   return ncclSuccess;
 }
 
@@ -607,7 +612,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
     clique = joiner.clique;
     if (++joiner.left == static_cast<size_t>(nranks)) joining.erase(world);
   }
-  *comm = new ncclComm{clique, rank, 0, 0, {}, {}};
+  *comm = new ncclComm{clique, rank, 0, 0, {}, {}, 0};
   thread_rank = rank;
   call.members = clique->members();
   append(call);
@@ -676,7 +681,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     }
     if (++split.left == members) parent->splits.erase(index);
   }
-  *newcomm = clique ? new ncclComm{clique, new_rank, 0, 0, {}, {}} : nullptr;
+  *newcomm = clique ? new ncclComm{clique, new_rank, 0, 0, {}, {}, 0} : nullptr;
   if (clique) call.split_members = clique->members();
   append(call);
   return ncclSuccess;
@@ -785,8 +790,10 @@ ncclResult_t ncclGroupStart() {
   return ncclSuccess;
 }
 
-// The outermost ncclGroupEnd queues the group's calls as one item (include/nccl.h): every post
-// (sends, collectives' inputs) before any completion (receives, collectives' results).
+// The outermost ncclGroupEnd queues the group's calls as one launch (include/nccl.h): an item
+// posting every call (sends, receives, collectives' inputs) after the work queued so far on each
+// of the group's streams and after each communicator's previous call, then one completing them
+// all once every call's wait condition holds; the group's other streams wait for it.
 ncclResult_t ncclGroupEnd() {
   using namespace strata::emu;
   NcclCall call = record(NcclOp::kGroupEnd, nullptr);
@@ -797,17 +804,42 @@ ncclResult_t ncclGroupEnd() {
   }
   append(call);
   if (--group_depth > 0 || grouped.empty()) return ncclSuccess;
-  std::vector<Pending> calls = std::exchange(grouped, {});
-  const cudaStream_t stream = calls.front().stream;
-  for (const Pending& pending : calls) {
-    if (pending.stream != stream) {
-      fail("ncclGroupEnd: a group whose calls use several streams is not emulated");
+  auto calls = std::make_shared<std::vector<Pending>>(std::exchange(grouped, {}));
+  std::vector<cudaStream_t> streams;
+  std::vector<ncclComm*> comms;
+  std::string what = "ncclGroupEnd of";
+  for (const Pending& pending : *calls) {
+    if (std::ranges::find(streams, pending.stream) == streams.end()) {
+      streams.push_back(pending.stream);
     }
+    if (std::ranges::find(comms, pending.comm) == comms.end()) comms.push_back(pending.comm);
+    what += (&pending == &calls->front() ? " " : ", ") + pending.what;
   }
-  enqueue(stream, "ncclGroupEnd",
-          [calls = std::make_shared<std::vector<Pending>>(std::move(calls))] {
-            for (const Pending& pending : *calls) pending.post();
-            for (const Pending& pending : *calls) pending.complete();
-          });
+  std::vector<uint64_t> after;
+  for (const cudaStream_t stream : streams) after.push_back(last_queued(stream));
+  for (const ncclComm* comm : comms) after.push_back(comm->last_item);
+  enqueue_waiting(
+      streams.front(), what + " (post)", nullptr,
+      [calls] {
+        for (const Pending& pending : *calls) pending.post();
+      },
+      after);
+  const uint64_t completed = enqueue_waiting(
+      streams.front(), what,
+      [calls]() -> std::string {
+        for (const Pending& pending : *calls) {
+          std::string reason = pending.waits();
+          if (!reason.empty()) return pending.what + ": " + reason;
+        }
+        return "";
+      },
+      [calls] {
+        for (const Pending& pending : *calls) pending.complete();
+      },
+      {});
+  for (size_t i = 1; i < streams.size(); ++i) {
+    enqueue_waiting(streams[i], what + " (join)", nullptr, [] {}, {completed});
+  }
+  for (ncclComm* comm : comms) comm->last_item = completed;
   return ncclSuccess;
 }

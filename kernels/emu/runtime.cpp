@@ -17,7 +17,11 @@
 // device lock (strata_emu.hpp) serializes them, and queued work runs on the thread that
 // synchronizes. A work item that releases the lock while it waits for other threads (Unlocked)
 // stays "running": it is complete for nobody until it returns, and a thread that needs it waits.
+// An item with a wait condition (strata_emu_waits.hpp) runs only once the condition holds; until
+// then the thread runs other ready work, and fails when nothing anywhere has run for the wait
+// timeout.
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <iterator>
@@ -34,6 +38,7 @@
 #include "kernels/emu/last_error.hpp"
 #include "kernels/emu/order.hpp"
 #include "strata_emu.hpp"
+#include "strata_emu_waits.hpp"
 
 struct CUstream_st {
   bool blocking = true;  // synchronizes with the legacy default stream
@@ -62,12 +67,15 @@ struct Work {
   std::function<void()> run;
   std::vector<uint64_t> after;  // work items that must run first
   bool on_blocking_stream = false;
+  WaitCondition waits;  // null: runs once `after` ran
 };
 
 struct Runtime {
   std::map<uint64_t, Work> pending;  // by id, which is the enqueue order
   std::set<uint64_t> running;        // taken from pending, not yet returned
   uint64_t releases = 0;             // times a thread released the device lock (Unlocked)
+  uint64_t finished = 0;             // items that ran to the end, on any thread
+  std::chrono::milliseconds wait_timeout{60'000};
   uint64_t next_id = 1;
   CUstream_st legacy;
   std::vector<std::unique_ptr<CUstream_st>> streams;
@@ -110,11 +118,13 @@ CUevent_st* event_of(cudaEvent_t event) {
 }
 
 uint64_t enqueue_on(CUstream_st& stream, std::string what, std::function<void()> run,
-                    uint64_t also_after = 0) {
+                    const std::vector<uint64_t>& also_after = {}, WaitCondition waits = nullptr) {
   Runtime& r = runtime();
-  Work work{std::move(what), std::move(run), {}, false};
+  Work work{std::move(what), std::move(run), {}, false, std::move(waits)};
   if (is_pending(stream.last_work)) work.after.push_back(stream.last_work);
-  if (is_pending(also_after)) work.after.push_back(also_after);
+  for (const uint64_t id : also_after) {
+    if (is_pending(id)) work.after.push_back(id);
+  }
   if (&stream == &r.legacy) {
     for (const auto& [id, other] : r.pending) {
       if (other.on_blocking_stream) work.after.push_back(id);
@@ -129,14 +139,124 @@ uint64_t enqueue_on(CUstream_st& stream, std::string what, std::function<void()>
   return id;
 }
 
+// Which of the ready items runs next, in the options' order among those whose wait condition
+// holds; 0 when none can run yet.
+uint64_t pick_runnable(const std::set<uint64_t>& ready) {
+  const Runtime& r = runtime();
+  std::vector<uint64_t> runnable;
+  runnable.reserve(ready.size());
+  for (const uint64_t id : ready) {
+    const WaitCondition& waits = r.pending.at(id).waits;
+    if (!waits || waits().empty()) runnable.push_back(id);
+  }
+  return runnable.empty() ? 0 : runnable[pick_next(runnable.size())];
+}
+
+// Runs queued item id on this thread. A failure drops the rest of the queued work, as a fault
+// leaves a GPU's context unusable, and propagates.
+void run_item(uint64_t id) {
+  Runtime& r = runtime();
+  Work work = std::move(r.pending.at(id));
+  r.pending.erase(id);
+  r.running.insert(id);
+  try {
+    work.run();
+  } catch (...) {
+    r.running.erase(id);
+    r.pending.clear();
+    throw;
+  }
+  r.running.erase(id);
+  ++r.finished;
+}
+
+// Runs the queued items that can run (their dependencies ran, their wait conditions hold),
+// whichever thread queued them, until none can; false when none could. A scan of every queued
+// item: skipped while nothing was queued or finished since the last one that found none.
+bool run_unneeded() {
+  Runtime& r = runtime();
+  static thread_local std::pair<uint64_t, uint64_t> found_none = {0, 0};  // (finished, next_id)
+  if (found_none == std::pair{r.finished, r.next_id}) return false;
+  bool ran = false;
+  while (true) {
+    std::set<uint64_t> ready;
+    for (const auto& [id, work] : r.pending) {
+      if (std::ranges::none_of(work.after, is_pending)) ready.insert(id);
+    }
+    const uint64_t next = pick_runnable(ready);
+    if (next == 0) break;
+    run_item(next);
+    ran = true;
+  }
+  found_none = {r.finished, r.next_id};
+  return ran;
+}
+
+// Called when no work ran anywhere for the wait timeout: fails naming every item that waits for
+// its condition alone (its dependencies ran), on any thread, if there is one (else the thread
+// waits for long work on other threads).
+void fail_if_waiting() {
+  Runtime& r = runtime();
+  std::string waiting;
+  for (const auto& [id, work] : r.pending) {
+    if (!work.waits || std::ranges::any_of(work.after, is_pending)) continue;
+    const std::string reason = work.waits();
+    if (reason.empty()) continue;
+    if (!waiting.empty()) waiting += "; ";
+    waiting +=
+        work.what + ": " + reason + " within " + std::to_string(r.wait_timeout.count()) + " ms";
+  }
+  if (waiting.empty()) return;
+  r.pending.clear();
+  fail(waiting +
+       " (no queued work ran anywhere meanwhile); every rank must synchronize its streams before "
+       "it blocks on the host (kernels/emu/include/nccl.h)");
+}
+
+// Waits, with the device lock released, until what a synchronizing call needs may have moved on:
+// one of its ready items ran elsewhere or its wait condition now holds, or one of its items that
+// ran on another thread (`elsewhere`) finished. Once no item has finished anywhere for a
+// millisecond, runs whatever queued work can run, whichever thread queued it (a GPU runs every
+// stream: another rank's thread may be waiting too, for this one's work); fails when nothing
+// has finished for the wait timeout while items wait for their conditions. True when only a
+// wait condition changed: the caller's ready items and counts still hold; false when they must
+// be gathered again.
+bool wait_for_change(const std::set<uint64_t>& ready, const std::vector<uint64_t>& elsewhere) {
+  Runtime& r = runtime();
+  uint64_t finished_seen = r.finished;
+  Clock::time_point progress = Clock::now();
+  while (true) {
+    {
+      const Unlocked unlocked;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (std::ranges::any_of(ready, [&](const uint64_t id) { return r.pending.count(id) == 0; }) ||
+        std::ranges::any_of(elsewhere, [](const uint64_t id) { return !is_pending(id); })) {
+      return false;
+    }
+    if (pick_runnable(ready) != 0) return true;
+    const Clock::time_point now = Clock::now();
+    if (r.finished != finished_seen) {
+      finished_seen = r.finished;
+      progress = now;
+    } else if (now - progress > std::chrono::milliseconds(1) && run_unneeded()) {
+      return false;
+    } else if (now - progress > r.wait_timeout) {
+      fail_if_waiting();
+      progress = now;  // nothing waits for a condition: long work runs on another thread
+    }
+  }
+}
+
 // Runs targets and everything they wait for (every incomplete item when targets is empty), one
 // ready item at a time in the options' order, until none of them is incomplete; items running on
-// other threads (released by Unlocked) are waited for. A failure drops the rest of the queued
-// work, as a fault leaves a GPU's context unusable, and propagates.
+// other threads (released by Unlocked) and items whose wait condition does not hold yet are
+// waited for, with the device lock released, while other threads' queued work runs here.
 //
 // The items needed and their dependencies are gathered once (Kahn's algorithm over them), and
-// again whenever the device lock was released meanwhile (other threads may have run or queued
-// work): the queues of a training step hold thousands of items.
+// again when other threads may have run some of them (an item released the device lock, or
+// work ran elsewhere while this thread waited): the queues of a training step hold thousands of
+// items.
 void run_until(const std::vector<uint64_t>& targets) {
   const DeviceLock lock;
   Runtime& r = runtime();
@@ -146,7 +266,7 @@ void run_until(const std::vector<uint64_t>& targets) {
     goals.insert(goals.end(), r.running.begin(), r.running.end());
   }
   while (true) {
-    const uint64_t releases = r.releases;
+    uint64_t releases = r.releases;
     std::set<uint64_t> needed;
     std::vector<uint64_t> to_visit(goals);
     while (!to_visit.empty()) {
@@ -161,10 +281,14 @@ void run_until(const std::vector<uint64_t>& targets) {
     // Per queued item, how many of its dependencies are incomplete; who waits for each.
     std::map<uint64_t, int> waiting_on;
     std::map<uint64_t, std::vector<uint64_t>> dependents;
-    std::set<uint64_t> ready;  // oldest first
+    std::set<uint64_t> ready;         // oldest first
+    std::vector<uint64_t> elsewhere;  // running on other threads
     for (const uint64_t id : needed) {
       const auto queued = r.pending.find(id);
-      if (queued == r.pending.end()) continue;
+      if (queued == r.pending.end()) {
+        elsewhere.push_back(id);
+        continue;
+      }
       int count = 0;
       for (const uint64_t before : queued->second.after) {
         if (!is_pending(before)) continue;
@@ -174,28 +298,21 @@ void run_until(const std::vector<uint64_t>& targets) {
       waiting_on[id] = count;
       if (count == 0) ready.insert(id);
     }
-    while (!ready.empty() && r.releases == releases) {
-      const uint64_t next = *std::next(ready.begin(), static_cast<long>(pick_next(ready.size())));
-      ready.erase(next);
-      Work work = std::move(r.pending.at(next));
-      r.pending.erase(next);
-      r.running.insert(next);
-      try {
-        work.run();
-      } catch (...) {
-        r.running.erase(next);
-        r.pending.clear();
-        throw;
+    while (r.releases == releases) {
+      const uint64_t next = pick_runnable(ready);
+      if (next == 0) {
+        // Everything needed ran, or what is left waits for items running on other threads, or
+        // for other threads' work that a wait condition names.
+        if (ready.empty() && elsewhere.empty()) break;
+        if (!wait_for_change(ready, elsewhere)) break;
+        releases = r.releases;
+        continue;
       }
-      r.running.erase(next);
+      ready.erase(next);
+      run_item(next);
       for (const uint64_t waiter : dependents[next]) {
         if (--waiting_on[waiter] == 0) ready.insert(waiter);
       }
-    }
-    if (r.releases == releases) {
-      // Nothing ready: what is left waits for items running on other threads.
-      const Unlocked unlocked;
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
 }
@@ -278,6 +395,24 @@ void enqueue(cudaStream_t stream, std::string what, std::function<void()> work) 
   const DeviceLock lock;
   CUstream_st& target = stream_of(stream, what);
   enqueue_on(target, std::move(what), std::move(work));
+}
+
+uint64_t enqueue_waiting(cudaStream_t stream, std::string what, WaitCondition waits,
+                         std::function<void()> work, const std::vector<uint64_t>& after) {
+  const DeviceLock lock;
+  CUstream_st& target = stream_of(stream, what);
+  return enqueue_on(target, std::move(what), std::move(work), after, std::move(waits));
+}
+
+uint64_t last_queued(cudaStream_t stream) {
+  const DeviceLock lock;
+  const uint64_t last = stream_of(stream, "last_queued").last_work;
+  return is_pending(last) ? last : 0;
+}
+
+std::chrono::milliseconds set_wait_timeout(std::chrono::milliseconds timeout) {
+  const DeviceLock lock;
+  return std::exchange(runtime().wait_timeout, timeout);
 }
 
 void check_device_range(const void* pointer, size_t bytes, const std::string& what) {
@@ -447,9 +582,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   const strata::emu::DeviceLock lock;
   const CUevent_st* waited = strata::emu::event_of(event);
   if (waited == nullptr) return returned(cudaErrorInvalidResourceHandle);
-  strata::emu::enqueue_on(
-      strata::emu::stream_of(stream, "cudaStreamWaitEvent"), "cudaStreamWaitEvent", [] {},
-      waited->marker);
+  strata::emu::enqueue_on(strata::emu::stream_of(stream, "cudaStreamWaitEvent"),
+                          "cudaStreamWaitEvent", [] {}, {waited->marker});
   return cudaSuccess;
 }
 

@@ -4,7 +4,9 @@
 // communicator's, and the fake's call log must show what real NCCL needs: the same splits derived
 // on every rank (colors and keys that make exactly the registered groups), each communicator's
 // collectives in the same order on every member, the messages between two ranks sent and received
-// in the same order, nothing grouped.
+// in the same order, collectives never grouped, and sends and receives grouped in pairs that match
+// across the two ranks (Megatron-LM's batched pipeline exchange: each rank's group of calls with
+// a peer meets one group of the peer's).
 // Each rank's buffers and streams are the CUDA backend's (exec/cuda_backend.hpp) on the
 // emulation. Catch2 is not thread-safe: rank threads only compute, the checks run after they join.
 
@@ -61,7 +63,8 @@ std::vector<Group> layout_groups() {
 }
 
 // The checks of the call log of one world (the file's header comment).
-void check_call_log(const std::vector<NcclCall>& log, const std::vector<Group>& registered) {
+// Returns how many groups hold both a send and a receive.
+size_t check_call_log(const std::vector<NcclCall>& log, const std::vector<Group>& registered) {
   REQUIRE(!log.empty());
   const uint64_t world = log.front().world;
   std::map<int32_t, std::vector<NcclCall>> splits;  // by rank, in call order
@@ -69,12 +72,26 @@ void check_call_log(const std::vector<NcclCall>& log, const std::vector<Group>& 
   using Signature = std::tuple<NcclOp, size_t, ncclDataType_t, ncclRedOp_t, int32_t>;
   std::map<Group, std::map<int32_t, std::vector<Signature>>> collectives;
   std::map<std::pair<int32_t, int32_t>, std::vector<size_t>> sent, received;  // (from, to)
+  // Each message as (sender, receiver, index between them) -> the group of the sender's send and
+  // of the receiver's receive, by (rank, the rank's group number); -1: not grouped.
+  using MessageKey = std::tuple<int32_t, int32_t, size_t>;
+  std::map<MessageKey, std::pair<int64_t, int64_t>> groups_of;
+  std::map<int32_t, int64_t> groups_opened;  // by rank
+  std::map<int32_t, bool> in_group;
   size_t calls = 0;
+  size_t paired = 0;  // groups holding a send and a receive
   for (const NcclCall& call : log) {
+    if (call.op == NcclOp::kGroupStart || call.op == NcclOp::kGroupEnd) {
+      CHECK(call.group_depth == 1);
+      in_group[call.rank] = call.op == NcclOp::kGroupStart;
+      if (call.op == NcclOp::kGroupStart) ++groups_opened[call.rank];
+      continue;
+    }
     if (call.world != world) continue;
     INFO("rank " << call.rank << " " << emu::to_string(call.op));
     CHECK(call.result == ncclSuccess);
-    CHECK(call.group_depth == 0);
+    const int64_t group = in_group[call.rank] ? groups_opened[call.rank] : -1;
+    CHECK((group < 0 || call.op == NcclOp::kSend || call.op == NcclOp::kRecv));
     switch (call.op) {
       case NcclOp::kCommSplit:
         splits[call.rank].push_back(call);
@@ -87,14 +104,20 @@ void check_call_log(const std::vector<NcclCall>& log, const std::vector<Group>& 
                                                           call.redop, call.peer);
         ++calls;
         break;
-      case NcclOp::kSend:
-        sent[{call.rank, call.peer}].push_back(call.count);
+      case NcclOp::kSend: {
+        std::vector<size_t>& messages = sent[{call.rank, call.peer}];
+        groups_of[{call.rank, call.peer, messages.size()}].first = group;
+        messages.push_back(call.count);
         ++calls;
         break;
-      case NcclOp::kRecv:
-        received[{call.peer, call.rank}].push_back(call.count);
+      }
+      case NcclOp::kRecv: {
+        std::vector<size_t>& messages = received[{call.peer, call.rank}];
+        groups_of[{call.peer, call.rank, messages.size()}].second = group;
+        messages.push_back(call.count);
         ++calls;
         break;
+      }
       default:
         break;
     }
@@ -133,6 +156,26 @@ void check_call_log(const std::vector<NcclCall>& log, const std::vector<Group>& 
   }
   // Messages: a's sends to b in the order and sizes of b's receives from a.
   CHECK(sent == received);
+  // Groups: between two ranks a and b, the messages of one group of a's are those of one group
+  // of b's (a send grouped with a receive on one side is on the other too).
+  std::map<std::tuple<int32_t, int64_t, int32_t>, std::set<std::pair<int32_t, int64_t>>> meets;
+  std::map<std::pair<int32_t, int64_t>, std::set<bool>> directions;  // sends, receives per group
+  for (const auto& [message, groups] : groups_of) {
+    const auto [from, to, index] = message;
+    CHECK((groups.first < 0) == (groups.second < 0));
+    if (groups.first < 0) continue;
+    meets[{from, groups.first, to}].insert({to, groups.second});
+    meets[{to, groups.second, from}].insert({from, groups.first});
+    directions[{from, groups.first}].insert(true);
+    directions[{to, groups.second}].insert(false);
+  }
+  for (const auto& [group, peer_groups] : meets) {
+    INFO("rank " << std::get<0>(group) << " group " << std::get<1>(group) << " with rank "
+                 << std::get<2>(group));
+    CHECK(peer_groups.size() == 1);
+  }
+  for (const auto& [group, both] : directions) paired += both.size() == 2 ? 1 : 0;
+  return paired;
 }
 
 // Runs body(rank, nccl, reference, backend) on one thread per rank: `nccl` over the fake NCCL,
@@ -341,7 +384,47 @@ struct TrainedRun {
   std::vector<Group> groups;
 };
 
-TrainedRun train(const test::ParityPlan& p, bool nccl) {
+// The NCCL communicator with its pipeline batches turned off: every call forwarded, sends and
+// receives one at a time (a planted bug: the runtime without Communicator::batches_p2p).
+class Unbatched : public Communicator {
+ public:
+  explicit Unbatched(std::unique_ptr<Communicator> nccl) : nccl_(std::move(nccl)) {}
+  int32_t rank() const override { return nccl_->rank(); }
+  int32_t world_size() const override { return nccl_->world_size(); }
+  void register_groups(const std::vector<std::vector<int32_t>>& groups) override {
+    nccl_->register_groups(groups);
+  }
+  void all_reduce(std::span<float> data, RankGroup group, ReduceOp op) override {
+    nccl_->all_reduce(data, group, op);
+  }
+  void all_reduce(std::span<double> data, RankGroup group, ReduceOp op) override {
+    nccl_->all_reduce(data, group, op);
+  }
+  void reduce_scatter(std::span<const float> send, std::span<float> recv,
+                      RankGroup group) override {
+    nccl_->reduce_scatter(send, recv, group);
+  }
+  void all_gather(std::span<const float> send, std::span<float> recv, RankGroup group) override {
+    nccl_->all_gather(send, recv, group);
+  }
+  void broadcast(std::span<float> data, int32_t root, RankGroup group) override {
+    nccl_->broadcast(data, root, group);
+  }
+  void send(std::span<const float> data, int32_t peer, int32_t tag) override {
+    nccl_->send(data, peer, tag);
+  }
+  void recv(std::span<float> data, int32_t peer, int32_t tag) override {
+    nccl_->recv(data, peer, tag);
+  }
+  void barrier() override { nccl_->barrier(); }
+
+ private:
+  std::unique_ptr<Communicator> nccl_;
+};
+
+enum class Collectives { kLoopback, kNccl, kNcclUnbatched };
+
+TrainedRun train(const test::ParityPlan& p, Collectives collectives) {
   ModelSpec model;
   model.name = "nccl-emu-gpt";
   model.layers = 4;
@@ -361,7 +444,12 @@ TrainedRun train(const test::ParityPlan& p, bool nccl) {
   options.data_path = std::string(STRATA_SOURCE_DIR) + "/scenarios/data/kjv-genesis-exodus.txt";
   options.seed = 7;
   options.device_backend = [](int32_t) { return make_cuda_backend(0); };
-  if (nccl) options.device_communicator = make_nccl_communicator;
+  if (collectives == Collectives::kNccl) options.device_communicator = make_nccl_communicator;
+  if (collectives == Collectives::kNcclUnbatched) {
+    options.device_communicator = [](Communicator& bootstrap, Backend& backend) {
+      return std::make_unique<Unbatched>(make_nccl_communicator(bootstrap, backend));
+    };
+  }
   emu::clear_nccl_call_log();
   TrainedRun run{train_in_process(compiled, options, {}), emu::nccl_call_log(), {}};
   for (const CommGroup& group : compiled.graph.groups()) run.groups.push_back(group.ranks);
@@ -372,19 +460,10 @@ TrainedRun train(const test::ParityPlan& p, bool nccl) {
 // The losses and gradient norms of 2 steps match the loopback communicator's run within 1e-5
 // (both sum in group order here, so they agree to the bit unless the emulator's orders change a
 // kernel's; a GPU's NCCL would agree within rounding only), and the call log passes
-// check_call_log.
-// Runs in the emulator's forward order: in another, a rank's thread may run its collectives of
-// two streams in an order another rank's does not, and since a thread runs one queued item at a
-// time the emulated NCCL then deadlocks where a GPU, running the streams at once, would not (seen
-// in the random order: an all-gather waiting for a rank busy in a collective of another stream).
-void check_training_matches_loopback(const test::ParityPlan& p) {
-  const emu::Options previous = emu::options();
-  emu::Options forward = previous;
-  forward.order = emu::Order::kForward;
-  emu::set_options(forward);
-  const TrainedRun loopback = train(p, false);
-  const TrainedRun device = train(p, true);
-  emu::set_options(previous);
+// check_call_log, whose count of paired groups it returns.
+size_t check_training_in_order(const test::ParityPlan& p) {
+  const TrainedRun loopback = train(p, Collectives::kLoopback);
+  const TrainedRun device = train(p, Collectives::kNccl);
   CHECK(loopback.log.empty());
   REQUIRE(loopback.result.steps.size() == device.result.steps.size());
   for (size_t i = 0; i < loopback.result.steps.size(); ++i) {
@@ -395,7 +474,22 @@ void check_training_matches_loopback(const test::ParityPlan& p) {
     CHECK(device.result.steps[i].grad_norm ==
           Approx(loopback.result.steps[i].grad_norm).epsilon(1e-5));
   }
-  check_call_log(device.log, device.groups);
+  return check_call_log(device.log, device.groups);
+}
+
+// check_training_in_order in each of the emulator's orders; the paired groups of the last.
+size_t check_training_matches_loopback(const test::ParityPlan& p) {
+  const emu::Options previous = emu::options();
+  size_t paired = 0;
+  for (const emu::Order order : {emu::Order::kForward, emu::Order::kReverse, emu::Order::kRandom}) {
+    emu::Options options = previous;
+    options.order = order;
+    emu::set_options(options);
+    INFO("emulator order " << static_cast<int>(order));
+    paired = check_training_in_order(p);
+  }
+  emu::set_options(previous);
+  return paired;
 }
 
 TEST_CASE(
@@ -403,20 +497,34 @@ TEST_CASE(
     "loopback run",
     "[emu][nccl][train]") {
   // All-reduces, reduce-scatters and all-gathers of parameters and gradients.
-  check_training_matches_loopback(test::kParityPlans[3]);
+  CHECK(check_training_matches_loopback(test::kParityPlans[3]) == 0);
 }
 
-// Hidden ([.]) until the emulated runtime runs a rank's streams concurrently: in 1F1B the two
-// stages of a pipeline pair each wait in a receive (on their receive stream) for the other's
-// send, queued on their send stream, and a thread runs one queued item at a time, so neither send
-// runs (a GPU runs both streams at once). It fails after the emulated NCCL's timeout, naming the
-// receive.
 TEST_CASE(
     "training dp2 x tp2 x pp2 1F1B with the CUDA backend and NCCL on the emulation matches "
     "the loopback run",
-    "[emu][nccl][train][.]") {
-  // All-reduces, pipeline sends and receives, the data-parallel gradient reduction.
-  check_training_matches_loopback(test::kParityPlans[0]);
+    "[emu][nccl][train]") {
+  // All-reduces, the data-parallel gradient reduction, and pipeline sends and receives: in the
+  // steady state each stage sends to its peer before it receives from it, which deadlocks
+  // ungrouped (the emulated send waits for its receive, as a large one does on a GPU); the
+  // runtime's batches pair them (Communicator::batches_p2p).
+  CHECK(check_training_matches_loopback(test::kParityPlans[0]) > 0);
+}
+
+TEST_CASE("the same run with its pipeline sends and receives unbatched deadlocks, and says so",
+          "[emu][nccl][train]") {
+  // Each stage sends to its peer before it receives from it, one call at a time: both sends wait
+  // for receives queued behind them on the communicator. The emulation fails once the
+  // (shortened) timeout passes, naming the sends; on a GPU the step hangs.
+  const auto previous = emu::set_nccl_timeout(std::chrono::milliseconds(2000));
+  std::string failure;
+  try {
+    train(test::kParityPlans[0], Collectives::kNcclUnbatched);
+  } catch (const std::exception& error) {
+    failure = error.what();
+  }
+  emu::set_nccl_timeout(previous);
+  CHECK(failure.find("did not post the matching ncclRecv within 2000 ms") != std::string::npos);
 }
 
 }  // namespace

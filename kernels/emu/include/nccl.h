@@ -7,35 +7,39 @@
 // of that world meets its members in memory.
 //
 // Collectives and point-to-point calls are checked when made (null pointers, ranks out of range:
-// ncclInvalidArgument, as NCCL answers) and queued on their stream through strata_emu.hpp; when
-// the runtime runs the queued work, it checks its device ranges and meets the other members:
-//  - a collective posts a copy of its input and waits (at most kernels/emu/nccl.cpp's timeout)
-//    until every member of the communicator has posted the same collective (the i-th call on a
-//    communicator is one instance, as in NCCL), then computes its own result from the copies.
-//    Reductions sum in communicator rank order, ((x0 + x1) + x2) + ..., in the buffer's type:
-//    the bits of the in-process communicator (exec/communicator.hpp), which NCCL's rings and
-//    trees do not promise.
-//  - a send deposits a copy of its data for the peer and completes; a receive waits for the
-//    message from the peer with the same index (the n-th send from a to b meets b's n-th receive
-//    from a) and checks its count and type. NCCL's send waits for the receiver on the GPU; here a
-//    rank's thread runs one queued item at a time, so a waiting send would deadlock a program in
-//    which two ranks send to each other on one stream and receive on another, which a GPU runs.
-//  - calls between ncclGroupStart and the matching ncclGroupEnd are queued at the end as one
-//    item: every send and every collective's input is posted before any receive or collective
-//    waits, so a group of sends and receives that a GPU progresses together completes here too.
+// ncclInvalidArgument, as NCCL answers) and queued on their stream as two items
+// (strata_emu_waits.hpp): a post, which checks the device ranges and leaves this member's part
+// with the others, and a completion, which runs only once what it waits for has been posted:
+//  - a collective posts a copy of its input; it completes once every member of the communicator
+//    has posted the same collective (the i-th call on a communicator is one instance, as in
+//    NCCL), computing its own result from the copies. Reductions sum in communicator rank order,
+//    ((x0 + x1) + x2) + ..., in the buffer's type: the bits of the in-process communicator
+//    (exec/communicator.hpp), which NCCL's rings and trees do not promise.
+//  - a send posts a copy of its data for the peer and completes once the peer has posted the
+//    matching receive: every send waits for its receiver, as one larger than NCCL's buffers does
+//    on a GPU (smaller ones may not), so that a program that deadlocks with large messages
+//    deadlocks here with small ones. A receive posts itself and completes once the message with
+//    its index has been posted (the n-th send from a to b meets b's n-th receive from a),
+//    checking its count and type.
+//  - a member's calls on one communicator run in call order whatever their streams, as NCCL runs
+//    them (each launch waits for the communicator's previous one): each post waits for the
+//    member's previous call on the communicator to complete.
+//  - the calls between ncclGroupStart and the matching ncclGroupEnd are one launch: one item
+//    posts them all, after the work queued so far on each of their streams and their
+//    communicators' previous calls, and one completes them all; the group's other streams wait
+//    for it. So a send and a receive that two ranks exchange (Megatron-LM's batched isend/irecv)
+//    complete grouped, and deadlock ungrouped.
 //
-// Deadlock: queued work runs only when a synchronizing call (stream, event or device
-// synchronize, a blocking copy) needs it, on the thread that makes the call. A collective waits,
-// with the device lock released (strata_emu.hpp's Unlocked), for the other members' items, which
-// run when their ranks synchronize: every rank must synchronize its streams before it blocks on
-// the host (in a host barrier, a host collective, a join). A failure to meet fails with
-// strata::emu::fail after the timeout instead of hanging; the message names the call, the
-// communicator's ranks and those that did not arrive.
+// Deadlock: while a completion waits, the runtime runs other ready work, whichever rank's thread
+// queued it, as a GPU runs every stream. When items wait and nothing anywhere has run for the
+// timeout, the synchronizing call fails with strata::emu::fail instead of hanging; the message
+// names each waiting call, its communicator's ranks and those that did not arrive. A rank must
+// still synchronize its streams before it blocks on the host (in a host barrier, a host
+// collective, a join) if other ranks' device work waits for its queued work to be posted.
 //
 // ncclCommInitRank and ncclCommSplit block the host until every member has called them, as
-// NCCL's do. What the emulation does not implement (another data type or reduction, a config, a
-// group spanning several streams) fails with strata::emu::EmulationError. Every call is logged
-// (include/strata_emu_nccl.hpp).
+// NCCL's do. What the emulation does not implement (another data type or reduction, a config)
+// fails with strata::emu::EmulationError. Every call is logged (include/strata_emu_nccl.hpp).
 
 #include <cstddef>
 

@@ -46,9 +46,10 @@ class DeviceLock {
   DeviceLock(const DeviceLock&) = delete;
   DeviceLock& operator=(const DeviceLock&) = delete;
 };
-// Releases the device lock wholly for its scope: for queued work that blocks on other host
-// threads (a collective of the emulated NCCL meeting the other ranks), so that they can run
-// their own queues meanwhile. Work that a released item has not finished counts as pending.
+// Releases the device lock wholly for its scope: for the runtime's waits, and for queued work
+// that blocks on other host threads (the emulated NCCL's calls wait through wait conditions
+// instead, strata_emu_waits.hpp), so that they can run their own queues meanwhile. Work that a
+// released item has not finished counts as pending.
 class Unlocked {
  public:
   Unlocked();

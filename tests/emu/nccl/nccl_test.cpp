@@ -271,6 +271,56 @@ TEST_CASE("messages meet by order between two ranks, and a group posts its sends
   CHECK(received[1] == std::vector<float>{1, 2, 3, 10});
 }
 
+TEST_CASE("two ranks that each send before they receive, ungrouped, deadlock as on a GPU",
+          "[emu][nccl]") {
+  // Each rank sends to the other on one stream, then receives from it on another. NCCL runs a
+  // communicator's calls in call order whatever their streams, and a send larger than its buffers
+  // waits for the receive (the emulation makes every send wait): each send waits for a receive
+  // queued behind the other rank's send. The emulation reports it, naming the sends, once the
+  // (shortened) timeout passes; on a GPU it hangs.
+  const auto previous = set_nccl_timeout(std::chrono::milliseconds(200));
+  const auto failures = run_ranks(2, [&](int rank, ncclComm_t comm, cudaStream_t stream) {
+    cudaStream_t receiving = nullptr;
+    check(cudaStreamCreateWithFlags(&receiving, cudaStreamNonBlocking) == cudaSuccess, "stream");
+    float* mine = to_device(std::vector<float>{1}, stream);
+    float* theirs = to_device(std::vector<float>{0}, stream);
+    check(ncclSend(mine, 1, ncclFloat32, 1 - rank, comm, stream) == ncclSuccess, "send");
+    check(ncclRecv(theirs, 1, ncclFloat32, 1 - rank, comm, receiving) == ncclSuccess, "recv");
+    cudaStreamSynchronize(receiving);
+  });
+  set_nccl_timeout(previous);
+  int failed = 0;
+  for (const std::string& failure : failures) {
+    if (failure.empty()) continue;
+    ++failed;
+    CHECK(failure.find("did not post the matching ncclRecv within 200 ms") != std::string::npos);
+  }
+  CHECK(failed >= 1);
+}
+
+TEST_CASE("a group of a send on one stream and a receive on another exchanges, and orders both",
+          "[emu][nccl]") {
+  // The pairing above inside ncclGroupStart/End (Megatron-LM's batched isend/irecv): the group
+  // posts both before it waits, so it completes. A copy queued on the sending stream after the
+  // group reads the received value: the group's streams wait for the whole group.
+  std::vector<float> received(2);
+  const auto failures = run_ranks(2, [&](int rank, ncclComm_t comm, cudaStream_t stream) {
+    cudaStream_t receiving = nullptr;
+    check(cudaStreamCreateWithFlags(&receiving, cudaStreamNonBlocking) == cudaSuccess, "stream");
+    float* mine = to_device(std::vector<float>{10.0f + static_cast<float>(rank)}, stream);
+    float* theirs = to_device(std::vector<float>{0}, stream);
+    check(ncclGroupStart() == ncclSuccess, "group start");
+    check(ncclSend(mine, 1, ncclFloat32, 1 - rank, comm, stream) == ncclSuccess, "send");
+    check(ncclRecv(theirs, 1, ncclFloat32, 1 - rank, comm, receiving) == ncclSuccess, "recv");
+    check(ncclGroupEnd() == ncclSuccess, "group end");
+    received[static_cast<size_t>(rank)] = to_host(theirs, 1, stream)[0];
+    release({mine, theirs}, stream);
+    cudaStreamDestroy(receiving);
+  });
+  for (const std::string& failure : failures) REQUIRE(failure.empty());
+  CHECK(received == std::vector<float>{11, 10});
+}
+
 TEST_CASE("members calling different collectives fail instead of corrupting memory",
           "[emu][nccl]") {
   // Rank 0 all-reduces 3 elements, rank 1 4: a GPU would read past a buffer or hang. The first
