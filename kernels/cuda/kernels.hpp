@@ -52,6 +52,22 @@ void matmul_backward(Context& ctx, T* dinp, float* dweight, float* dbias, const 
                      const T* inp, const T* weight, const T* pre_gelu, int64_t n, int64_t c,
                      int64_t oc);
 
+// Whether cuBLASLt's heuristic has an algorithm for each product of a linear layer inp (N,C) ->
+// out (N,OC), set up as matmul_forward, matmul_gelu_forward and matmul_backward set it up
+// (layouts, transposes, types, epilogues) for buffers aligned as cudaMalloc's; the heuristic is
+// only asked, nothing runs. The three plain products have no fallback (a missing algorithm is a
+// CublasError when they run); each fused epilogue falls back to a second kernel. n, c, oc > 0.
+struct MatmulAlgorithms {
+  bool forward = false;       // out = inp @ weight^T
+  bool forward_bias = false;  // with the BIAS epilogue
+  bool forward_gelu = false;  // with GELU_AUX_BIAS (bf16 only: float never fuses GELU)
+  bool dinp = false;          // dinp = dout @ weight
+  bool dinp_dgelu = false;    // with the DGELU epilogue (bf16 only)
+  bool dweight = false;       // dweight += dout^T @ inp, into fp32
+};
+template <typename T>
+MatmulAlgorithms matmul_algorithms(Context& ctx, int64_t n, int64_t c, int64_t oc);
+
 // dbias (C) += the column sums of dout (N,C): the bias gradient of a linear layer or of the
 // row-parallel bias added with the residual (residual_backward). Deterministic: per-block
 // partial sums, then one ordered sum per column.

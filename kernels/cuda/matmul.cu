@@ -7,6 +7,7 @@
 // column-major terms, out' (OC,N) = op_T(weight' (C,OC)) @ inp' (C,N): m = OC, n = N, k = C,
 // the weight transposed, as llm.c's matmul_forward_cublaslt.
 
+#include <optional>
 #include <type_traits>
 
 #include "kernels/cuda/check.hpp"
@@ -43,37 +44,6 @@ struct Product {
   int64_t aux_ld = 0;
 };
 
-// The cuBLASLt descriptors of one call, destroyed with it.
-class MatmulDescriptors {
- public:
-  MatmulDescriptors() = default;
-  ~MatmulDescriptors() {
-    if (preference_ != nullptr) cublasLtMatmulPreferenceDestroy(preference_);
-    for (cublasLtMatrixLayout_t layout : {a_, b_, d_}) {
-      if (layout != nullptr) cublasLtMatrixLayoutDestroy(layout);
-    }
-    if (operation_ != nullptr) cublasLtMatmulDescDestroy(operation_);
-  }
-  MatmulDescriptors(const MatmulDescriptors&) = delete;
-  MatmulDescriptors& operator=(const MatmulDescriptors&) = delete;
-
-  cublasLtMatmulDesc_t operation_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr;
-  cublasLtMatrixLayout_t b_ = nullptr;
-  cublasLtMatrixLayout_t d_ = nullptr;
-  cublasLtMatmulPreference_t preference_ = nullptr;
-};
-
-// The largest power of two up to 256 that divides the address: what cuBLASLt may assume of a
-// pointer's alignment when it picks an algorithm (an algorithm picked for 16-byte alignment
-// fails on a pointer that has less).
-uint32_t alignment_bytes(const void* pointer) {
-  const auto address = reinterpret_cast<uintptr_t>(pointer);
-  uint32_t alignment = 256;
-  while (alignment > 1 && address % alignment != 0) alignment /= 2;
-  return alignment;
-}
-
 template <typename Value>
 void set_attribute(cublasLtMatmulDesc_t operation, cublasLtMatmulDescAttributes_t attribute,
                    const Value& value) {
@@ -87,60 +57,109 @@ void set_preference(cublasLtMatmulPreference_t preference,
       cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof(value)));
 }
 
-// Runs the product and returns true, or returns false without running anything when cuBLASLt
-// has no algorithm for it (an epilogue it cannot fuse at this type, shape or alignment).
-bool try_run(Context& ctx, const Product& product) {
-  MatmulDescriptors descriptors;
-  STRATA_CUBLAS_CHECK(
-      cublasLtMatmulDescCreate(&descriptors.operation_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  set_attribute(descriptors.operation_, CUBLASLT_MATMUL_DESC_TRANSA, product.trans_a);
-  set_attribute(descriptors.operation_, CUBLASLT_MATMUL_DESC_TRANSB, product.trans_b);
-  set_attribute(descriptors.operation_, CUBLASLT_MATMUL_DESC_EPILOGUE, product.epilogue);
-  if (product.bias != nullptr) {
-    set_attribute(descriptors.operation_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, product.bias);
-  }
-  if (product.aux != nullptr) {
-    set_attribute(descriptors.operation_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, product.aux);
-    set_attribute(descriptors.operation_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, product.aux_ld);
-  }
-  const bool a_transposed = product.trans_a == CUBLAS_OP_T;
-  const bool b_transposed = product.trans_b == CUBLAS_OP_T;
-  STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
-      &descriptors.a_, product.a_type, a_transposed ? product.k : product.m,
-      a_transposed ? product.m : product.k, product.lda));
-  STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
-      &descriptors.b_, product.b_type, b_transposed ? product.n : product.k,
-      b_transposed ? product.k : product.n, product.ldb));
-  STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&descriptors.d_, product.d_type, product.m,
-                                                 product.n, product.ldd));
+// The largest power of two up to 256 that divides the address: what cuBLASLt may assume of a
+// pointer's alignment when it picks an algorithm (an algorithm picked for 16-byte alignment
+// fails on a pointer that has less).
+uint32_t alignment_bytes(const void* pointer) {
+  const auto address = reinterpret_cast<uintptr_t>(pointer);
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
+}
 
-  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&descriptors.preference_));
-  set_preference(descriptors.preference_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                 uint64_t{Context::kCublasLtWorkspaceBytes});
-  set_preference(descriptors.preference_, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                 alignment_bytes(product.a));
-  set_preference(descriptors.preference_, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                 alignment_bytes(product.b));
-  set_preference(descriptors.preference_, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                 alignment_bytes(product.d));
-  set_preference(descriptors.preference_, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                 alignment_bytes(product.d));
+// The cuBLASLt descriptors of one product (operation, layouts of A, B and D, the preference:
+// workspace and the pointers' alignments), destroyed with it. The constructor delegates to the
+// default one so that, should a call in its body throw, the destructor frees what was made.
+class MatmulDescriptors {
+ public:
+  explicit MatmulDescriptors(const Product& product) : MatmulDescriptors() {
+    STRATA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&operation_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    set_attribute(operation_, CUBLASLT_MATMUL_DESC_TRANSA, product.trans_a);
+    set_attribute(operation_, CUBLASLT_MATMUL_DESC_TRANSB, product.trans_b);
+    set_attribute(operation_, CUBLASLT_MATMUL_DESC_EPILOGUE, product.epilogue);
+    if (product.bias != nullptr) {
+      set_attribute(operation_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, product.bias);
+    }
+    if (product.aux != nullptr) {
+      set_attribute(operation_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, product.aux);
+      set_attribute(operation_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, product.aux_ld);
+    }
+    const bool a_transposed = product.trans_a == CUBLAS_OP_T;
+    const bool b_transposed = product.trans_b == CUBLAS_OP_T;
+    STRATA_CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&a_, product.a_type, a_transposed ? product.k : product.m,
+                                   a_transposed ? product.m : product.k, product.lda));
+    STRATA_CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&b_, product.b_type, b_transposed ? product.n : product.k,
+                                   b_transposed ? product.k : product.n, product.ldb));
+    STRATA_CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&d_, product.d_type, product.m, product.n, product.ldd));
 
+    STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference_));
+    set_preference(preference_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                   uint64_t{Context::kCublasLtWorkspaceBytes});
+    set_preference(preference_, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                   alignment_bytes(product.a));
+    set_preference(preference_, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                   alignment_bytes(product.b));
+    set_preference(preference_, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                   alignment_bytes(product.d));
+    set_preference(preference_, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                   alignment_bytes(product.d));
+  }
+  ~MatmulDescriptors() {
+    if (preference_ != nullptr) cublasLtMatmulPreferenceDestroy(preference_);
+    for (cublasLtMatrixLayout_t layout : {a_, b_, d_}) {
+      if (layout != nullptr) cublasLtMatrixLayoutDestroy(layout);
+    }
+    if (operation_ != nullptr) cublasLtMatmulDescDestroy(operation_);
+  }
+  MatmulDescriptors(const MatmulDescriptors&) = delete;
+  MatmulDescriptors& operator=(const MatmulDescriptors&) = delete;
+
+  cublasLtMatmulDesc_t operation() const { return operation_; }
+  cublasLtMatrixLayout_t a() const { return a_; }
+  cublasLtMatrixLayout_t b() const { return b_; }
+  cublasLtMatrixLayout_t d() const { return d_; }
+  cublasLtMatmulPreference_t preference() const { return preference_; }
+
+ private:
+  MatmulDescriptors() = default;
+
+  cublasLtMatmulDesc_t operation_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr;
+  cublasLtMatrixLayout_t b_ = nullptr;
+  cublasLtMatrixLayout_t d_ = nullptr;
+  cublasLtMatmulPreference_t preference_ = nullptr;
+};
+
+// cuBLASLt heuristic's first algorithm for the product (C is D: beta accumulates into it), or
+// nothing where it has none (an epilogue it cannot fuse at this type, shape or alignment).
+std::optional<cublasLtMatmulAlgo_t> find_algorithm(Context& ctx,
+                                                   const MatmulDescriptors& descriptors) {
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      ctx.cublaslt(), descriptors.operation_, descriptors.a_, descriptors.b_, descriptors.d_,
-      descriptors.d_, descriptors.preference_, 1, &heuristic, &found);
+      ctx.cublaslt(), descriptors.operation(), descriptors.a(), descriptors.b(), descriptors.d(),
+      descriptors.d(), descriptors.preference(), 1, &heuristic, &found);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
-    return false;
+    return std::nullopt;
   }
   STRATA_CUBLAS_CHECK(status);
+  return heuristic.algo;
+}
 
+// Runs the product and returns true, or returns false without running anything when cuBLASLt
+// has no algorithm for it.
+bool try_run(Context& ctx, const Product& product) {
+  const MatmulDescriptors descriptors(product);
+  const std::optional<cublasLtMatmulAlgo_t> algorithm = find_algorithm(ctx, descriptors);
+  if (!algorithm) return false;
   const float alpha = 1.0f;
   STRATA_CUBLAS_CHECK(cublasLtMatmul(
-      ctx.cublaslt(), descriptors.operation_, &alpha, product.a, descriptors.a_, product.b,
-      descriptors.b_, &product.beta, product.d, descriptors.d_, product.d, descriptors.d_,
-      &heuristic.algo, ctx.cublaslt_workspace(), Context::kCublasLtWorkspaceBytes, ctx.stream()));
+      ctx.cublaslt(), descriptors.operation(), &alpha, product.a, descriptors.a(), product.b,
+      descriptors.b(), &product.beta, product.d, descriptors.d(), product.d, descriptors.d(),
+      &*algorithm, ctx.cublaslt_workspace(), Context::kCublasLtWorkspaceBytes, ctx.stream()));
   return true;
 }
 
@@ -192,17 +211,83 @@ Product forward_product(T* out, const T* inp, const T* weight, int64_t n, int64_
   return product;
 }
 
+// The epilogues matmul_forward, matmul_gelu_forward and matmul_backward ask cuBLASLt for, each
+// with its fallback when it has no algorithm. BIAS adds bias (m) to every column of D', i.e. to
+// every row of the row-major output.
+Product with_bias(Product product, const void* bias) {
+  product.epilogue = CUBLASLT_EPILOGUE_BIAS;
+  product.bias = bias;
+  return product;
+}
+
+// GELU_AUX(_BIAS): D = gelu(product + bias), the pre-GELU values written to pre_gelu, laid out as
+// D.
+Product with_gelu_aux(Product product, const void* bias, void* pre_gelu) {
+  product.epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  product.bias = bias;
+  product.aux = pre_gelu;
+  product.aux_ld = product.ldd;
+  return product;
+}
+
+// DGELU: D = product * gelu'(pre_gelu), pre_gelu laid out as D (read, not written).
+Product with_dgelu(Product product, const void* pre_gelu) {
+  product.epilogue = CUBLASLT_EPILOGUE_DGELU;
+  product.aux = const_cast<void*>(pre_gelu);
+  product.aux_ld = product.ldd;
+  return product;
+}
+
+// dinp (N,C) = dout (N,OC) @ weight: dinp' (C,N) = weight' (C,OC) @ dout' (OC,N) column-major,
+// m = C, n = N, k = OC, neither transposed; no epilogue yet.
+template <typename T>
+Product dinp_product(T* dinp, const T* dout, const T* weight, int64_t n, int64_t c, int64_t oc) {
+  Product product;
+  product.m = c;
+  product.n = n;
+  product.k = oc;
+  product.a = weight;
+  product.a_type = kDataType<T>;
+  product.lda = c;
+  product.b = dout;
+  product.b_type = kDataType<T>;
+  product.ldb = oc;
+  product.d = dinp;
+  product.d_type = kDataType<T>;
+  product.ldd = c;
+  return product;
+}
+
+// dweight (OC,C) += dout^T @ inp: dweight' (C,OC) += inp' (C,N) @ op_T(dout' (OC,N)), m = C,
+// n = OC, k = N, into fp32 with beta = 1.
+template <typename T>
+Product dweight_product(float* dweight, const T* dout, const T* inp, int64_t n, int64_t c,
+                        int64_t oc) {
+  Product product;
+  product.trans_b = CUBLAS_OP_T;
+  product.m = c;
+  product.n = oc;
+  product.k = n;
+  product.a = inp;
+  product.a_type = kDataType<T>;
+  product.lda = c;
+  product.b = dout;
+  product.b_type = kDataType<T>;
+  product.ldb = oc;
+  product.d = dweight;
+  product.d_type = CUDA_R_32F;
+  product.ldd = c;
+  product.beta = 1.0f;
+  return product;
+}
+
 // out (N,OC) = inp (N,C) @ weight^T, with the bias as an epilogue where cuBLASLt fuses it.
 template <typename T>
 void product_with_bias(Context& ctx, T* out, const T* inp, const T* weight, const T* bias,
                        int64_t n, int64_t c, int64_t oc) {
-  Product product = forward_product(out, inp, weight, n, c, oc);
+  const Product product = forward_product(out, inp, weight, n, c, oc);
   if (bias != nullptr) {
-    product.epilogue = CUBLASLT_EPILOGUE_BIAS;
-    product.bias = bias;
-    if (try_run(ctx, product)) return;
-    product.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-    product.bias = nullptr;
+    if (try_run(ctx, with_bias(product, bias))) return;
     run(ctx, product);
     add_bias(ctx, out, bias, n, oc);
     return;
@@ -276,13 +361,8 @@ void matmul_gelu_forward(Context& ctx, T* out, T* pre_gelu, const T* inp, const 
                          const T* bias, int64_t n, int64_t c, int64_t oc) {
   if (n <= 0 || oc <= 0) return;
   if (std::is_same_v<T, bf16> && c > 0) {
-    Product product = forward_product(out, inp, weight, n, c, oc);
-    product.epilogue =
-        bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
-    product.bias = bias;
-    product.aux = pre_gelu;
-    product.aux_ld = oc;
-    if (try_run(ctx, product)) return;
+    const Product product = forward_product(out, inp, weight, n, c, oc);
+    if (try_run(ctx, with_gelu_aux(product, bias, pre_gelu))) return;
   }
   matmul_forward(ctx, pre_gelu, inp, weight, bias, n, c, oc);
   gelu_forward(ctx, out, pre_gelu, n * oc);
@@ -301,54 +381,16 @@ void matmul_backward(Context& ctx, T* dinp, float* dweight, float* dbias, const 
     return;
   }
   if (dinp != nullptr) {
-    // dinp' (C,N) = weight' (C,OC) @ dout' (OC,N): m = C, n = N, k = OC, neither transposed.
-    Product product;
-    product.m = c;
-    product.n = n;
-    product.k = oc;
-    product.a = weight;
-    product.a_type = kDataType<T>;
-    product.lda = c;
-    product.b = dout;
-    product.b_type = kDataType<T>;
-    product.ldb = oc;
-    product.d = dinp;
-    product.d_type = kDataType<T>;
-    product.ldd = c;
-    bool fused = false;
-    if (pre_gelu != nullptr && std::is_same_v<T, bf16>) {
-      // DGELU: D = (A @ B) * gelu'(aux), aux laid out as D. Float runs the CPU's formula instead,
-      // as in matmul_gelu_forward.
-      product.epilogue = CUBLASLT_EPILOGUE_DGELU;
-      product.aux = const_cast<T*>(pre_gelu);  // read, not written, by DGELU
-      product.aux_ld = c;
-      fused = try_run(ctx, product);
-      product.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-      product.aux = nullptr;
-    }
+    const Product product = dinp_product(dinp, dout, weight, n, c, oc);
+    // Float runs the CPU's formula for gelu' instead of DGELU, as in matmul_gelu_forward.
+    const bool fused = pre_gelu != nullptr && std::is_same_v<T, bf16> &&
+                       try_run(ctx, with_dgelu(product, pre_gelu));
     if (!fused) {
       run(ctx, product);
       if (pre_gelu != nullptr) gelu_backward(ctx, dinp, pre_gelu, dinp, n * c);
     }
   }
-  // dweight' (C,OC) += inp' (C,N) @ op_T(dout' (OC,N)): m = C, n = OC, k = N, into fp32 with
-  // beta = 1.
-  Product product;
-  product.trans_b = CUBLAS_OP_T;
-  product.m = c;
-  product.n = oc;
-  product.k = n;
-  product.a = inp;
-  product.a_type = kDataType<T>;
-  product.lda = c;
-  product.b = dout;
-  product.b_type = kDataType<T>;
-  product.ldb = oc;
-  product.d = dweight;
-  product.d_type = CUDA_R_32F;
-  product.ldd = c;
-  product.beta = 1.0f;
-  run(ctx, product);
+  run(ctx, dweight_product(dweight, dout, inp, n, c, oc));
   if (dbias != nullptr) bias_backward(ctx, dbias, dout, n, oc);
 }
 
@@ -370,6 +412,28 @@ void bias_backward(Context& ctx, float* dbias, const T* dout, int64_t n, int64_t
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
+template <typename T>
+MatmulAlgorithms matmul_algorithms(Context& ctx, int64_t n, int64_t c, int64_t oc) {
+  // Every pointer is the workspace's: cudaMalloc'd, so aligned as the buffers the products run
+  // on are (256 bytes). The heuristic reads only the pointers' alignment; nothing runs.
+  T* any = reinterpret_cast<T*>(ctx.cublaslt_workspace());
+  float* any_float = reinterpret_cast<float*>(ctx.cublaslt_workspace());
+  const auto has_algorithm = [&ctx](const Product& product) {
+    return find_algorithm(ctx, MatmulDescriptors(product)).has_value();
+  };
+  constexpr bool kFusesGelu = std::is_same_v<T, bf16>;  // as matmul_gelu_forward
+  const Product forward = forward_product(any, any, any, n, c, oc);
+  const Product dinp = dinp_product(any, any, any, n, c, oc);
+  MatmulAlgorithms algorithms;
+  algorithms.forward = has_algorithm(forward);
+  algorithms.forward_bias = has_algorithm(with_bias(forward, any));
+  algorithms.forward_gelu = kFusesGelu && has_algorithm(with_gelu_aux(forward, any, any));
+  algorithms.dinp = has_algorithm(dinp);
+  algorithms.dinp_dgelu = kFusesGelu && has_algorithm(with_dgelu(dinp, any));
+  algorithms.dweight = has_algorithm(dweight_product(any_float, any, any, n, c, oc));
+  return algorithms;
+}
+
 #define STRATA_INSTANTIATE_MATMUL(T)                                                            \
   template void matmul_forward<T>(Context&, T*, const T*, const T*, const T*, int64_t, int64_t, \
                                   int64_t);                                                     \
@@ -377,7 +441,8 @@ void bias_backward(Context& ctx, float* dbias, const T* dout, int64_t n, int64_t
                                        int64_t, int64_t);                                       \
   template void matmul_backward<T>(Context&, T*, float*, float*, const T*, const T*, const T*,  \
                                    const T*, int64_t, int64_t, int64_t);                        \
-  template void bias_backward<T>(Context&, float*, const T*, int64_t, int64_t);
+  template void bias_backward<T>(Context&, float*, const T*, int64_t, int64_t);                 \
+  template MatmulAlgorithms matmul_algorithms<T>(Context&, int64_t, int64_t, int64_t);
 STRATA_INSTANTIATE_MATMUL(float)
 STRATA_INSTANTIATE_MATMUL(bf16)
 
