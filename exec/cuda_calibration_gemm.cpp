@@ -20,12 +20,6 @@ namespace {
 using cuda::bf16;
 constexpr size_t kBf16Bytes = sizeof(bf16);
 
-// out (m,n) = inp (m,k) @ w (k,n), as matmul_op counts it.
-struct GemmShape {
-  int64_t m = 0, n = 0, k = 0;
-  std::vector<std::string> uses;  // "llama3-8b tp2 qkv", ...
-};
-
 // One forward sample, the backward as the plan prices it (dX and dW, one op), and dX and dW
 // apart (recorded, not tabled: dX is the backward's time less dW's).
 void time_gemm(Sweep& sweep, const GemmShape& shape, bool backward) {
@@ -84,9 +78,8 @@ void time_gemm(Sweep& sweep, const GemmShape& shape, bool backward) {
              "dX " + dims, "matmul_backward<bf16> (dX: the backward less dW)", shape.uses, false});
 }
 
-// Every distinct (m, n, k) of the zoo models' QKV, attention output, MLP up, MLP down and LM
-// head products per TP size dividing the model's heads, key/value heads and MLP width, at each
-// token count (a micro-batch of sequences up to the model's longest), in increasing FLOPs.
+}  // namespace
+
 std::vector<GemmShape> zoo_gemm_shapes(const CudaCalibrationOptions& options) {
   std::map<std::array<int64_t, 3>, std::vector<std::string>> uses;
   const std::vector<std::string> names =
@@ -130,8 +123,6 @@ std::vector<GemmShape> zoo_gemm_shapes(const CudaCalibrationOptions& options) {
   });
   return shapes;
 }
-
-}  // namespace
 
 double measure_gemm_ceiling(Sweep& sweep) {
   const std::vector<int64_t> sizes =

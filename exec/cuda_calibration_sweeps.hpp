@@ -150,6 +150,18 @@ struct CopyCeilings {
 };
 CopyCeilings measure_copy_ceilings(Sweep& sweep);
 
+// out (m,n) = inp (m,k) @ w (k,n), as matmul_op counts it: kernels/cuda's matmul_forward with
+// n = m, c = k, oc = n.
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+  std::vector<std::string> uses;  // "llama3-8b tp2 qkv", ...
+};
+// Every distinct (m, n, k) of the zoo models' QKV, attention output, MLP up, MLP down and LM
+// head products per TP size dividing the model's heads, key/value heads and MLP width, at each
+// token count (a micro-batch of sequences up to the model's longest), in increasing FLOPs
+// (options.models, tp_sizes and tokens; every zoo model when models is empty).
+std::vector<GemmShape> zoo_gemm_shapes(const CudaCalibrationOptions& options);
+
 // Every distinct product of the zoo's layers per TP size, forward, dX and dW (matmul kind).
 void sweep_zoo_gemms(Sweep& sweep, const CudaCalibrationOptions& options);
 // Both attention paths over the zoo's heads per rank and head sizes (attention, flash_attention).
