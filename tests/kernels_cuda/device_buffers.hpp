@@ -6,7 +6,8 @@
 //
 // Tolerances (issue 7): fp32 variants under 1e-5, bf16 under 1e-2, relative L2. An accumulated
 // (+=) gradient starts from random values, and what the kernel added (out - start) is compared
-// with what the reference added, so that the start does not hide the error.
+// with what the reference added, so that the start does not hide the error. Every fp32 output
+// compared also goes to the goldens (goldens.hpp): saved on a GPU, checked on the emulator.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -22,6 +23,7 @@
 
 #include "kernels/cuda/check.hpp"
 #include "kernels/cuda/kernels.hpp"
+#include "tests/kernels_cuda/goldens.hpp"
 
 namespace strata::cuda::test {
 
@@ -172,13 +174,32 @@ Comparison compare(const std::vector<Out>& out, const std::vector<Ref>& ref) {
   return result;
 }
 
-// Checks out against ref within T's tolerance, printing what was compared and how far apart.
+static_assert(kTolerance<float> == kGoldenTolerance);
+
+// An fp32 output to the goldens (goldens.hpp): saved, checked, or both, as the environment asks;
+// the mismatches with the goldens, empty when none.
+template <typename Out>
+std::string compare_with_goldens(const char* what, const std::vector<Out>& out,
+                                 const Comparison& compared) {
+  return check_golden(what, std::vector<double>(out.begin(), out.end()),
+                      compared.rel_l2 < kTolerance<float>);
+}
+
+// Checks out against ref within T's tolerance, printing what was compared and how far apart; an
+// fp32 output also against its goldens from a GPU, where given (goldens.hpp).
 #define STRATA_REQUIRE_CLOSE(T, what, out, ref)                                                  \
   do {                                                                                           \
+    const auto& out_ = (out);                                                                    \
     const ::strata::cuda::test::Comparison comparison_ =                                         \
-        ::strata::cuda::test::compare((out), (ref));                                             \
+        ::strata::cuda::test::compare(out_, (ref));                                              \
     INFO(::strata::cuda::test::kTypeName<T> << " " << (what) << ": " << comparison_.describe()); \
     CHECK(comparison_.rel_l2 < ::strata::cuda::test::kTolerance<T>);                             \
+    if constexpr (std::is_same_v<T, float>) {                                                    \
+      const std::string golden_ =                                                                \
+          ::strata::cuda::test::compare_with_goldens((what), out_, comparison_);                 \
+      INFO(golden_);                                                                             \
+      CHECK(golden_.empty());                                                                    \
+    }                                                                                            \
   } while (false)
 
 }  // namespace strata::cuda::test
