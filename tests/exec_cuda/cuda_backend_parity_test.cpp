@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,14 @@ namespace {
 
 constexpr int64_t kSteps = 3;
 
+// The training text: STRATA_TRAIN_TEXT where set (scripts/gpu-check points it at its bundle's
+// copy, on a GPU machine without the sources), else the repository's.
+std::string training_text() {
+  const char* path = std::getenv("STRATA_TRAIN_TEXT");
+  if (path != nullptr && *path != 0) return path;
+  return std::string(STRATA_SOURCE_DIR) + "/scenarios/data/kjv-genesis-exodus.txt";
+}
+
 TrainResult train(const test::ParityPlan& p, const ModelSpec& model, bool cuda) {
   const ParallelPlan plan = test::parity_plan(p, 1, 8, 16);
   const CompiledPlan compiled =
@@ -32,7 +41,7 @@ TrainResult train(const test::ParityPlan& p, const ModelSpec& model, bool cuda) 
   REQUIRE(compiled.validation.ok());
   TrainOptions options;
   options.steps = kSteps;
-  options.data_path = std::string(STRATA_SOURCE_DIR) + "/scenarios/data/kjv-genesis-exodus.txt";
+  options.data_path = training_text();
   options.seed = 7;
   options.optimizer.adamw.lr = 3e-3;
   options.optimizer.adamw.weight_decay = 0.1;
