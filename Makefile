@@ -25,7 +25,7 @@ help:
 	@echo "  make test-asan  build with AddressSanitizer + UBSan (preset debug-asan) and run the tests"
 	@echo "  make release    the Release build (-O3, warnings as errors; preset release, build/release)"
 	@echo "  make bench      build, then run the benchmarks (bench/README.md)"
-	@echo "  make gpu-bundle build, then bundle the CUDA kernel tests and benchmark for a GPU machine"
+	@echo "  make gpu-bundle build, then bundle the CUDA tests, benchmark and CLI for a GPU machine"
 	@echo "                  (build/gpu-bundle, at most 64 MiB; run build/gpu-bundle/gpu-check run there)"
 	@echo "  make gpu-check  build, then run the standing GPU checks here (needs a GPU; results and"
 	@echo "                  logs under bench/results, named by GPU; scripts/gpu-check)"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # scripts/gpu-check without a GPU, as CI can run it: `bundle` packs the kernel tests, the
-# benchmark, the libraries a bare CUDA machine lacks and the script into at most 64 MiB, and
-# `run` from that bundle, on a machine whose nvidia-smi names an H200 but whose CUDA runtime finds
-# no device (a stand-in nvidia-smi and compute-sanitizer first on PATH), runs every check in
-# order, reports each kernel-test check failed (the tests exit 77: no device), writes the report
-# named by the GPU with a row per check and the checks not built yet, and exits 1.
+# benchmark, the CUDA backend's, calibration's and NCCL's tests, the strata CLI, the training text,
+# the libraries a bare CUDA machine lacks and the script into at most 64 MiB, and `run` from that
+# bundle, on a machine whose nvidia-smi names an H200 but whose CUDA runtime finds no device (a
+# stand-in nvidia-smi and compute-sanitizer first on PATH), runs every check in order, reports
+# each check that needs the device failed (the tests exit 77: no device; strata calibrate refuses
+# with exit 2), writes the report named by the GPU with a row per check, and exits 1.
 #
 # Usage: gpu_check_test.sh SOURCE_DIR
 set -euo pipefail
@@ -18,8 +19,13 @@ fail() {
 }
 
 "$src/scripts/gpu-check" bundle "$work/bundle" >"$work/bundle.txt"
-for file in gpu-check COMMIT bin/strata_tests_kernels_cuda bin/strata_bench_kernels; do
+for file in gpu-check COMMIT payload.tar.xz; do
   [[ -e "$work/bundle/$file" ]] || fail "the bundle has no $file"
+done
+payload=$(tar -tJf "$work/bundle/payload.tar.xz")
+for file in bin/strata_tests_kernels_cuda bin/strata_bench_kernels bin/strata_tests_exec_cuda \
+  bin/strata_tests_cuda_calibration bin/strata share/strata/scenarios/data/kjv-genesis-exodus.txt; do
+  grep -qx "./$file" <<<"$payload" || fail "the bundle's payload has no $file"
 done
 bytes=$(du -sb "$work/bundle" | cut -f1)
 ((bytes <= 64 * 1024 * 1024)) || fail "the bundle is $bytes bytes, over 64 MiB"
@@ -46,13 +52,20 @@ rc=0
 report="$work/results/h200-gpu-check.md"
 [[ -f $report ]] || fail "no $report"
 for check in "kernel tests, fp32" "kernel tests, bf16" "determinism" \
-  "compute-sanitizer memcheck" "compute-sanitizer synccheck" "compute-sanitizer racecheck"; do
+  "compute-sanitizer memcheck" "compute-sanitizer synccheck" "compute-sanitizer racecheck" \
+  "cuBLASLt heuristic sweep" "emulator goldens" "training parity on the GPU" \
+  "strata calibrate --backend cuda"; do
   grep -q "^| $check | .* | FAIL" "$report" || fail "no failed row for '$check'"
 done
 grep -q "^| strata_bench_kernels | " "$report" || fail "no benchmark row"
-[[ $(grep -c "not built yet" "$report") -eq 5 ]] || fail "not 5 rows of checks not built yet"
+grep -Eq "^\| 1-GPU NCCL smoke test \| .* \| (FAIL|not built)" "$report" || fail "no NCCL row"
+! grep -q "not built yet" "$report" || fail "the report lists checks not built yet"
+grep -q "tests/kernels_cuda/goldens/h200.json" "$report" || fail "the report names no goldens' home"
 ! grep -q "$work" "$report" || fail "the report names the machine's paths"
-for log in tests-fp32 tests-bf16 determinism memcheck synccheck racecheck bench-kernels; do
+for log in tests-fp32 tests-bf16 determinism memcheck synccheck racecheck bench-kernels \
+  cublaslt-heuristic goldens training-parity calibrate; do
   [[ -f "$work/results/h200-gpu-check-logs/$log.log" ]] || fail "no $log.log"
 done
+grep -q "no CUDA device" "$work/results/h200-gpu-check-logs/calibrate.log" ||
+  fail "strata calibrate did not refuse for want of a device"
 echo "gpu-check: bundle of $((bytes / 1024 / 1024)) MiB, run without a device reported as expected"
