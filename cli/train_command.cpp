@@ -23,6 +23,9 @@
 #if STRATA_HAVE_CUDA_BACKEND
 #include "exec/cuda_backend.hpp"
 #endif
+#if STRATA_HAVE_NCCL_COMMUNICATOR
+#include "exec/nccl_communicator.hpp"
+#endif
 #if STRATA_HAVE_MPI
 #include <mpi.h>
 
@@ -54,6 +57,32 @@ struct TrainCommandOptions {
   std::string json_path;
 };
 
+// --comm: inprocess (ranks as threads), mpi (MPI processes; a device backend's buffers reduced
+// through the loopback communicator over MPI), or nccl (MPI processes, one GPU each, device
+// buffers reduced by NCCL: --backend cuda only).
+void check_comm(const TrainCommandOptions& options) {
+  if (options.comm != "inprocess" && options.comm != "mpi" && options.comm != "nccl") {
+    throw InputError(kCommandLine, "--comm", fmt::format("unknown communicator '{}'", options.comm),
+                     "use --comm inprocess, mpi or nccl");
+  }
+  if (options.comm != "inprocess" && !STRATA_HAVE_MPI) {
+    throw InputError(
+        kCommandLine, "--comm",
+        fmt::format("'{}' runs ranks as MPI processes, and this build has no MPI", options.comm),
+        "install libopenmpi-dev and rebuild, or use --comm inprocess");
+  }
+  if (options.comm == "nccl" && options.backend != "cuda") {
+    throw InputError(kCommandLine, "--comm",
+                     "'nccl' reduces device buffers: it needs --backend cuda",
+                     "add --backend cuda, or use --comm mpi");
+  }
+  if (options.comm == "nccl" && !STRATA_HAVE_NCCL_COMMUNICATOR) {
+    throw InputError(kCommandLine, "--comm", "'nccl' is not built: this build found no NCCL",
+                     "build where the CUDA toolkit's NCCL is (include/nccl.h, lib/libnccl.so), "
+                     "or use --comm mpi");
+  }
+}
+
 // The plan as `strata train` runs it: fp32 on the CPU host, with small defaults for the shape of
 // a batch where the flags give none.
 CompiledPlan compile_train_plan(TrainCommandOptions& options) {
@@ -68,6 +97,7 @@ CompiledPlan compile_train_plan(TrainCommandOptions& options) {
                                               : "use --backend cpu, or build where the CUDA "
                                                 "toolkit is for --backend cuda");
   }
+  check_comm(options);
   // Both backends train in fp32 (the CUDA backend's fp32 variants are its parity mode).
   const std::string trains_in =
       fmt::format("the {} backend trains in fp32", options.backend == "cuda" ? "CUDA" : "CPU");
@@ -168,21 +198,49 @@ TrainOptions train_options(const TrainCommandOptions& options) {
   train.resume = options.resume;
 #if STRATA_HAVE_CUDA_BACKEND
   // Thread-ranks share device 0 (their collectives through the loopback communicator); MPI
-  // processes take the node's devices in turn.
+  // processes take their node's devices (use_node_devices).
   if (options.backend == "cuda") {
     if (cuda_device_count() == 0) {
       throw InputError(kCommandLine, "--backend",
                        "'cuda' needs a CUDA device, and this machine's driver shows none",
                        "run on a machine with an NVIDIA GPU, or use --backend cpu");
     }
-    const bool threads = options.comm == "inprocess";
-    train.device_backend = [threads](int32_t rank) {
-      return make_cuda_backend(threads ? 0 : rank % std::max(cuda_device_count(), 1));
-    };
+    train.device_backend = [](int32_t) { return make_cuda_backend(0); };
   }
 #endif
   return train;
 }
+
+#if STRATA_HAVE_MPI && STRATA_HAVE_CUDA_BACKEND
+// An MPI process takes its node's device at its node-local rank (in turn where there are fewer
+// devices, each process's collectives then through the loopback communicator); under --comm nccl
+// each process needs a device of its own (NCCL refuses two ranks of a communicator on one GPU)
+// and its device buffers are reduced by NCCL.
+void use_node_devices(const TrainCommandOptions& options, TrainOptions& train) {
+  MPI_Comm node = MPI_COMM_NULL;
+  STRATA_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int local = 0;
+  int local_size = 0;
+  STRATA_MPI_CHECK(MPI_Comm_rank(node, &local));
+  STRATA_MPI_CHECK(MPI_Comm_size(node, &local_size));
+  STRATA_MPI_CHECK(MPI_Comm_free(&node));
+  const int devices = cuda_device_count();
+  if (options.comm == "nccl" && local_size > devices) {
+    throw InputError(kCommandLine, "mpirun -np",
+                     fmt::format("{} processes on this node share its {} GPU(s); NCCL needs one "
+                                 "GPU per rank",
+                                 local_size, devices),
+                     fmt::format("start at most {} processes per node, or use --comm mpi (ranks "
+                                 "on one GPU reduce through the loopback communicator)",
+                                 devices));
+  }
+  train.device_backend = [device = local % devices](int32_t) { return make_cuda_backend(device); };
+#if STRATA_HAVE_NCCL_COMMUNICATOR
+  if (options.comm == "nccl") train.device_communicator = make_nccl_communicator;
+#endif
+}
+#endif
 
 void print_step(const StepReport& r, int64_t steps) {
   std::printf("step %4lld/%lld  loss %.4f  %9.0f tokens/s  %.3f s  grad norm %.3f\n",
@@ -236,7 +294,7 @@ std::vector<OutputFile> train_outputs(const TrainCommandOptions& options,
 
 int run_train(TrainCommandOptions& options) {
   const CompiledPlan compiled = compile_train_plan(options);
-  const TrainOptions train = train_options(options);
+  TrainOptions train = train_options(options);
   // The header goes out with the first step, once the data and any checkpoint were accepted:
   // a refused run prints nothing on stdout.
   bool started = false;
@@ -244,7 +302,9 @@ int run_train(TrainCommandOptions& options) {
     if (!started) {
       std::printf("strata train: %s, %lld ranks as %s (dp %lld x tp %lld x pp %lld), %s\n",
                   compiled.model.name.c_str(), static_cast<long long>(compiled.plan.gpus()),
-                  options.comm == "mpi" ? "MPI processes" : "threads",
+                  options.comm == "inprocess" ? "threads"
+                  : options.comm == "mpi"     ? "MPI processes"
+                                              : "MPI processes on NCCL",
                   static_cast<long long>(compiled.plan.dp),
                   static_cast<long long>(compiled.plan.tp),
                   static_cast<long long>(compiled.plan.pp), train.data_path.c_str());
@@ -261,7 +321,7 @@ int run_train(TrainCommandOptions& options) {
   bool writes_outputs = true;
   if (options.comm == "inprocess") {
     result = train_in_process(compiled, train, on_step);
-  } else if (options.comm == "mpi") {
+  } else {
 #if STRATA_HAVE_MPI
     STRATA_MPI_CHECK(MPI_Init(nullptr, nullptr));
     int size = 0;
@@ -274,17 +334,14 @@ int run_train(TrainCommandOptions& options) {
             fmt::format("started {} processes; the plan has {} ranks", size, compiled.plan.gpus()),
             fmt::format("run mpirun -np {}", compiled.plan.gpus()));
       }
+#if STRATA_HAVE_CUDA_BACKEND
+      if (options.backend == "cuda") use_node_devices(options, train);
+#endif
       result = train_rank(compiled, train, comm, on_step);
       writes_outputs = comm.rank() == 0;
     }
     STRATA_MPI_CHECK(MPI_Finalize());
-#else
-    throw InputError(kCommandLine, "--comm", "this build has no MPI",
-                     "install libopenmpi-dev and rebuild, or use --comm inprocess");
 #endif
-  } else {
-    throw InputError(kCommandLine, "--comm", fmt::format("unknown communicator '{}'", options.comm),
-                     "use --comm inprocess or --comm mpi");
   }
   if (writes_outputs) {
     const std::vector<OutputFile> outputs = train_outputs(options, compiled, result);
@@ -314,9 +371,10 @@ void add_train_command(CLI::App& app, std::function<int()>& run) {
       ->type_name("cpu|cuda");
   command
       ->add_option("--comm", options->comm,
-                   "Ranks as threads of this process (inprocess) or as MPI processes (mpi, under "
-                   "mpirun -np GPUS)")
-      ->type_name("inprocess|mpi");
+                   "Ranks as threads of this process (inprocess), as MPI processes (mpi, under "
+                   "mpirun -np GPUS), or as MPI processes reducing device buffers with NCCL, one "
+                   "GPU each (nccl, with --backend cuda)")
+      ->type_name("inprocess|mpi|nccl");
   command->add_option("--steps", options->steps, "Optimizer steps to run (default 10)");
   command
       ->add_option("--data", options->data,

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -194,7 +195,7 @@ bool run_unneeded() {
 
 // Called when no work ran anywhere for the wait timeout: fails naming every item that waits for
 // its condition alone (its dependencies ran), on any thread, if there is one (else the thread
-// waits for long work on other threads).
+// waits for long work on other threads), dropping the queued work.
 void fail_if_waiting() {
   Runtime& r = runtime();
   std::string waiting;
@@ -208,6 +209,10 @@ void fail_if_waiting() {
   }
   if (waiting.empty()) return;
   r.pending.clear();
+  // A destructor synchronizing while its stack unwinds from a failure (another rank's, say, whose
+  // work these items wait for): the queued work is dropped and the call returns, as calls on a
+  // faulted GPU context return at once; throwing would end the process.
+  if (std::uncaught_exceptions() > 0) return;
   fail(waiting +
        " (no queued work ran anywhere meanwhile); every rank must synchronize its streams before "
        "it blocks on the host (kernels/emu/include/nccl.h)");
