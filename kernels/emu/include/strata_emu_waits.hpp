@@ -9,7 +9,7 @@
 // independently, as on a GPU. When items still wait and no work anywhere has run for the wait
 // timeout, the synchronizing call fails with what each item waits for (a GPU would hang).
 //
-// Shared between the runtime (kernels/emu/runtime.cpp) and the emulated NCCL (nccl.cpp).
+// Shared between the runtime (kernels/emu/runtime.cpp) and the emulated NCCL (nccl_calls.cpp).
 
 #include <chrono>
 #include <cstdint>
