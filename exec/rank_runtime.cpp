@@ -43,10 +43,9 @@ bool frees_only(std::span<const TensorUse> uses) {
   });
 }
 
-// RankRuntime::Impl::batch_last for a program.
-std::vector<size_t> pipeline_batches(const TaskGraph& graph, const std::vector<TaskId>& program) {
-  std::vector<size_t> last(program.size());
-  std::iota(last.begin(), last.end(), size_t{0});
+// Sets RankRuntime::Impl::batch_last (`last`, each position its own until then) for a program.
+void find_pipeline_batches(const TaskGraph& graph, const std::vector<TaskId>& program,
+                           std::vector<size_t>& last) {
   for (size_t first = 0; first < program.size(); ++first) {
     if (graph.task(program[first]).kind != TaskKind::kP2p) continue;
     std::set<TaskId> deferred = {program[first]};  // ending with the batch
@@ -67,7 +66,6 @@ std::vector<size_t> pipeline_batches(const TaskGraph& graph, const std::vector<T
     }
     first = last[first];
   }
-  return last;
 }
 
 }  // namespace
@@ -92,7 +90,7 @@ RankRuntime::Impl::Impl(const CompiledPlan& compiled, int32_t rank, Backend& bac
   }
   batch_last.resize(program.size());
   std::iota(batch_last.begin(), batch_last.end(), size_t{0});
-  if (comm.batches_p2p()) batch_last = pipeline_batches(graph, program);
+  if (comm.batches_p2p()) find_pipeline_batches(graph, program, batch_last);
   bind_tensors();
 }
 

@@ -115,6 +115,13 @@ ncclResult_t refuse(ncclResult_t result, const std::string& message) {
   return result;
 }
 
+ncclResult_t refuse_call(NcclCall call, ncclResult_t result, const std::string& message) {
+  call.result = result;
+  const std::string what = to_string(call.op);
+  log_call(std::move(call));
+  return refuse(result, what + ": " + message);
+}
+
 NcclCall record_call(NcclOp op, const ncclComm* comm) {
   NcclCall call;
   call.op = op;
@@ -200,20 +207,15 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
   NcclCall call = record_call(NcclOp::kCommInitRank, nullptr);
   call.rank = rank;
   call.count = static_cast<size_t>(std::max(nranks, 0));
-  const auto refused = [&](ncclResult_t result, const std::string& message) {
-    call.result = result;
-    log_call(call);
-    return refuse(result, "ncclCommInitRank: " + message);
-  };
   uint64_t world = 0;
   std::memcpy(&world, commId.internal + kIdMagic.size(), sizeof(world));
-  if (comm == nullptr) return refused(ncclInvalidArgument, "comm is null");
+  if (comm == nullptr) return refuse_call(call, ncclInvalidArgument, "comm is null");
   if (std::memcmp(commId.internal, kIdMagic.data(), kIdMagic.size()) != 0 || world == 0) {
-    return refused(ncclInvalidArgument, "the id is not one ncclGetUniqueId made");
+    return refuse_call(call, ncclInvalidArgument, "the id is not one ncclGetUniqueId made");
   }
   if (nranks < 1 || rank < 0 || rank >= nranks) {
-    return refused(ncclInvalidArgument,
-                   "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " ranks");
+    return refuse_call(call, ncclInvalidArgument,
+                       "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " ranks");
   }
   if (group_depth > 0) fail("ncclCommInitRank inside a group is not emulated");
   call.world = world;
@@ -226,9 +228,9 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
       joiner.joined.resize(static_cast<size_t>(nranks));
     }
     if (joiner.nranks != nranks || joiner.joined[static_cast<size_t>(rank)]) {
-      return refused(ncclInvalidUsage, "rank " + std::to_string(rank) + " of " +
-                                           std::to_string(nranks) +
-                                           " joins a world it already joined, or of another size");
+      return refuse_call(call, ncclInvalidUsage,
+                         "rank " + std::to_string(rank) + " of " + std::to_string(nranks) +
+                             " joins a world it already joined, or of another size");
     }
     joiner.joined[static_cast<size_t>(rank)] = true;
     if (++joiner.arrived == static_cast<size_t>(nranks)) {
@@ -263,16 +265,12 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   NcclCall call = record_call(NcclOp::kCommSplit, comm);
   call.color = color;
   call.key = key;
-  const auto refused = [&](ncclResult_t result, const std::string& message) {
-    call.result = result;
-    log_call(call);
-    return refuse(result, "ncclCommSplit: " + message);
-  };
   if (comm == nullptr || newcomm == nullptr) {
-    return refused(ncclInvalidArgument, "comm or newcomm is null");
+    return refuse_call(call, ncclInvalidArgument, "comm or newcomm is null");
   }
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
-    return refused(ncclInvalidArgument, "color " + std::to_string(color) + " is negative");
+    return refuse_call(call, ncclInvalidArgument,
+                       "color " + std::to_string(color) + " is negative");
   }
   if (config != nullptr) fail("ncclCommSplit: a config is not emulated (pass null)");
   if (group_depth > 0) fail("ncclCommSplit inside a group is not emulated");

@@ -83,14 +83,10 @@ ncclResult_t collective(const Collective& c, ncclComm_t comm, cudaStream_t strea
   call.datatype = c.datatype;
   call.redop = c.redop;
   call.stream = stream;
-  const auto refused = [&](ncclResult_t result, const std::string& message) {
-    call.result = result;
-    log_call(call);
-    return refuse(result, std::string(what) + ": " + message);
-  };
-  if (comm == nullptr) return refused(ncclInvalidArgument, "comm is null");
+  if (comm == nullptr) return refuse_call(call, ncclInvalidArgument, "comm is null");
   const bool reduces = c.op == NcclOp::kAllReduce || c.op == NcclOp::kReduceScatter;
-  if (element_bytes(c.datatype) == 0) return refused(ncclInvalidArgument, "invalid datatype");
+  if (element_bytes(c.datatype) == 0)
+    return refuse_call(call, ncclInvalidArgument, "invalid datatype");
   if (reduces && (c.datatype != ncclFloat32 && c.datatype != ncclFloat64)) {
     fail(std::string(what) + ": the emulated NCCL reduces ncclFloat32 and ncclFloat64 only");
   }
@@ -100,15 +96,15 @@ ncclResult_t collective(const Collective& c, ncclComm_t comm, cudaStream_t strea
   const int n = comm->size();
   if (c.op == NcclOp::kBroadcast) {
     if (c.root < 0 || c.root >= n) {
-      return refused(ncclInvalidArgument, "root " + std::to_string(c.root) +
-                                              " is not a rank of a communicator of " +
-                                              std::to_string(n));
+      return refuse_call(call, ncclInvalidArgument,
+                         "root " + std::to_string(c.root) + " is not a rank of a communicator of " +
+                             std::to_string(n));
     }
     call.peer = comm->clique->members()[static_cast<size_t>(c.root)];
   }
   const bool sends = c.op != NcclOp::kBroadcast || c.root == comm->rank;
   if (c.count > 0 && ((sends && c.send == nullptr) || c.recv == nullptr)) {
-    return refused(ncclInvalidArgument, "a null buffer");
+    return refuse_call(call, ncclInvalidArgument, "a null buffer");
   }
   log_call(call);
 
@@ -200,25 +196,20 @@ ncclResult_t collective(const Collective& c, ncclComm_t comm, cudaStream_t strea
 ncclResult_t point_to_point(NcclOp op, const void* send, void* recv, size_t count,
                             ncclDataType_t datatype, int peer, ncclComm_t comm,
                             cudaStream_t stream) {
-  const char* what = to_string(op);
   NcclCall call = record_call(op, comm);
   call.count = count;
   call.datatype = datatype;
   call.stream = stream;
-  const auto refused = [&](ncclResult_t result, const std::string& message) {
-    call.result = result;
-    log_call(call);
-    return refuse(result, std::string(what) + ": " + message);
-  };
-  if (comm == nullptr) return refused(ncclInvalidArgument, "comm is null");
-  if (element_bytes(datatype) == 0) return refused(ncclInvalidArgument, "invalid datatype");
+  if (comm == nullptr) return refuse_call(call, ncclInvalidArgument, "comm is null");
+  if (element_bytes(datatype) == 0)
+    return refuse_call(call, ncclInvalidArgument, "invalid datatype");
   if (peer < 0 || peer >= comm->size()) {
-    return refused(ncclInvalidArgument, "peer " + std::to_string(peer) +
-                                            " is not a rank of a communicator of " +
-                                            std::to_string(comm->size()));
+    return refuse_call(call, ncclInvalidArgument,
+                       "peer " + std::to_string(peer) + " is not a rank of a communicator of " +
+                           std::to_string(comm->size()));
   }
   if (count > 0 && (op == NcclOp::kSend ? send == nullptr : recv == nullptr)) {
-    return refused(ncclInvalidArgument, "a null buffer");
+    return refuse_call(call, ncclInvalidArgument, "a null buffer");
   }
   call.peer = comm->clique->members()[static_cast<size_t>(peer)];
   log_call(call);

@@ -116,6 +116,10 @@ extern thread_local std::string last_error;
 // Keeps message as this thread's last error (ncclGetLastError) and returns result.
 ncclResult_t refuse(ncclResult_t result, const std::string& message);
 
+// A refused call: logged with its result, and "<call's name>: <message>" kept as this thread's
+// last error; returns result.
+ncclResult_t refuse_call(NcclCall call, ncclResult_t result, const std::string& message);
+
 }  // namespace strata::emu
 
 // A member's handle on a communicator (NCCL's opaque ncclComm), used by one thread.

@@ -17,16 +17,9 @@ namespace strata {
 namespace {
 
 TrainResult train(const test::ParityPlan& p, bool loopback) {
-  ModelSpec model;
-  model.name = "loopback-gpt";
+  // The parity model with 4 layers: these plans split it over 2 stages at most.
+  ModelSpec model = test::parity_model();
   model.layers = 4;
-  model.hidden = 64;
-  model.heads = 4;
-  model.kv_heads = 4;
-  model.ffn_hidden = 256;
-  model.vocab = 256;
-  model.max_seq = 32;
-  model.dropout = false;
   const ParallelPlan plan = test::parity_plan(p, 1, 8, 16);
   const CompiledPlan compiled =
       compile_plan(model, cpu_host_cluster(plan.gpus(), int64_t{1} << 32), plan, GraphMode::kFull);

@@ -1,9 +1,9 @@
-// The emulated NCCL (kernels/emu/include/nccl.h) with rank threads, against results computed
-// here: reductions in communicator rank order in the buffer's type (inputs where another order
-// rounds differently), splits ordered by key, messages met by order, groups that post before they
-// wait, and the failures a GPU would hang on (collectives that differ, a rank that never comes)
-// reported instead. Each rank queues on a stream of its own. Catch2 is not thread-safe: rank
-// threads only compute, the checks run after.
+// The emulated NCCL (kernels/emu/include/nccl.h) with rank threads, against the communicator
+// tests' serial references (tests/exec/communicator_values.hpp): reductions in communicator rank
+// order in the buffer's type (inputs where another order rounds differently), splits ordered by
+// key, messages met by order, groups that post before they wait, and the failures a GPU would hang
+// on (collectives that differ, a rank that never comes) reported instead. Each rank queues on a
+// stream of its own. Catch2 is not thread-safe: rank threads only compute, the checks run after.
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -19,53 +19,13 @@
 
 #include "strata_emu.hpp"
 #include "strata_emu_nccl.hpp"
+#include "tests/exec/communicator_values.hpp"
 
 namespace strata::emu {
 namespace {
 
 void check(bool ok, const std::string& what) {
   if (!ok) throw std::runtime_error(what);
-}
-
-// Element k of rank r's input to call c: +-m x {big, 1, 0.37, 1e-3}, m in [1, 2), big = 1e8 in
-// float and 1e17 in double, picked by splitmix64 of (r, c, k). Sums of these round differently in
-// another order: in float (1e8 + 1) + -1e8 is 0, (1e8 + -1e8) + 1 is 1.
-template <typename T>
-std::vector<T> inputs(int rank, size_t n, uint64_t call) {
-  std::vector<T> values(n);
-  for (size_t k = 0; k < n; ++k) {
-    uint64_t h = (static_cast<uint64_t>(rank) << 40) ^ (call << 20) ^ k;
-    h += 0x9e3779b97f4a7c15ULL;
-    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
-    h ^= h >> 31;
-    const T big = sizeof(T) == sizeof(float) ? T(1e8) : T(1e17);
-    const T magnitudes[] = {big, T(1), T(0.37), T(1e-3)};
-    const T value =
-        magnitudes[h % 4] * static_cast<T>(1.0 + static_cast<double>(h >> 12) * 0x1p-52);
-    values[k] = ((h >> 8) & 1) != 0 ? -value : value;
-  }
-  return values;
-}
-
-// ((x0 + x1) + x2) + ... element by element in T (or the largest), members in rank order.
-template <typename T>
-std::vector<T> serial(const std::vector<std::vector<T>>& members, ncclRedOp_t op) {
-  std::vector<T> result = members.front();
-  for (size_t j = 1; j < members.size(); ++j) {
-    for (size_t k = 0; k < result.size(); ++k) {
-      const T next = members[j][k];
-      result[k] = op == ncclSum ? result[k] + next : (next > result[k] ? next : result[k]);
-    }
-  }
-  return result;
-}
-
-// True when summing last to first rounds differently: the inputs can tell a wrong order.
-template <typename T>
-bool order_matters(const std::vector<std::vector<T>>& members) {
-  return serial(members, ncclSum) !=
-         serial(std::vector<std::vector<T>>(members.rbegin(), members.rend()), ncclSum);
 }
 
 // Device arrays on a rank's own stream (the legacy default stream is every thread's).
@@ -128,18 +88,19 @@ constexpr size_t kElements = 29;
 
 TEST_CASE("the emulated NCCL's collectives sum in communicator rank order, in the buffer's type",
           "[emu][nccl]") {
-  // Member r's inputs to call c are inputs(r, n, c); every result must equal the serial
-  // reduction in rank order, bit for bit.
+  // Member r's inputs to call c are communicator_values(r, n, c), mixed magnitudes whose sum
+  // rounds differently in another order; every result must equal the serial reduction in rank
+  // order, bit for bit.
   std::vector<std::vector<float>> floats;
   std::vector<std::vector<double>> doubles;
   std::vector<std::vector<float>> scatter_inputs;
   for (int r = 0; r < kRanks; ++r) {
-    floats.push_back(inputs<float>(r, kElements, 0));
-    doubles.push_back(inputs<double>(r, kElements, 1));
-    scatter_inputs.push_back(inputs<float>(r, kRanks * kElements, 2));
+    floats.push_back(test::communicator_values<float>(r, kElements, 0));
+    doubles.push_back(test::communicator_values<double>(r, kElements, 1));
+    scatter_inputs.push_back(test::communicator_values<float>(r, kRanks * kElements, 2));
   }
-  REQUIRE(order_matters(floats));
-  REQUIRE(order_matters(doubles));
+  REQUIRE(test::order_matters(floats));
+  REQUIRE(test::order_matters(doubles));
   struct Results {
     std::vector<float> sum, max, scattered, gathered, broadcast;
     std::vector<double> double_sum;
@@ -176,15 +137,15 @@ TEST_CASE("the emulated NCCL's collectives sum in communicator rank order, in th
     release({sum, max, double_sum, scatter_send, scattered, gathered, broadcast}, stream);
   });
   for (const std::string& failure : failures) REQUIRE(failure.empty());
-  const std::vector<float> sum = serial(floats, ncclSum);
+  const std::vector<float> sum = test::serial_reduce(floats, ReduceOp::kSum);
   std::vector<float> gathered;
   for (int r = 0; r < kRanks; ++r) gathered.insert(gathered.end(), sum.begin(), sum.end());
   for (int r = 0; r < kRanks; ++r) {
     INFO("rank " << r);
     const Results& got = results[static_cast<size_t>(r)];
     CHECK(got.sum == sum);
-    CHECK(got.max == serial(floats, ncclMax));
-    CHECK(got.double_sum == serial(doubles, ncclSum));
+    CHECK(got.max == test::serial_reduce(floats, ReduceOp::kMax));
+    CHECK(got.double_sum == test::serial_reduce(doubles, ReduceOp::kSum));
     CHECK(got.gathered == gathered);
     CHECK(got.broadcast == floats[2]);
     std::vector<std::vector<float>> chunks;
@@ -192,7 +153,7 @@ TEST_CASE("the emulated NCCL's collectives sum in communicator rank order, in th
       chunks.emplace_back(input.begin() + r * static_cast<std::ptrdiff_t>(kElements),
                           input.begin() + (r + 1) * static_cast<std::ptrdiff_t>(kElements));
     }
-    CHECK(got.scattered == serial(chunks, ncclSum));
+    CHECK(got.scattered == test::serial_reduce(chunks, ReduceOp::kSum));
   }
 }
 
