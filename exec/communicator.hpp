@@ -42,6 +42,7 @@
 #include <span>
 #include <vector>
 
+#include "common/bf16.hpp"
 #include "plan/task_graph.hpp"  // ReduceOp
 
 namespace strata {
@@ -71,6 +72,16 @@ class Communicator {
   virtual void broadcast(std::span<float> data, int32_t root, RankGroup group) = 0;
   virtual void send(std::span<const float> data, int32_t peer, int32_t tag) = 0;
   virtual void recv(std::span<float> data, int32_t peer, int32_t tag) = 0;
+  // The same on bfloat16 buffers (a bf16 run's activations and parameters): sums in bf16, each
+  // step rounded (common/bf16.hpp), in group order. A message is received as the type it was
+  // sent as.
+  virtual void all_reduce(std::span<Bf16> data, RankGroup group, ReduceOp op) = 0;
+  virtual void reduce_scatter(std::span<const Bf16> send, std::span<Bf16> recv,
+                              RankGroup group) = 0;
+  virtual void all_gather(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) = 0;
+  virtual void broadcast(std::span<Bf16> data, int32_t root, RankGroup group) = 0;
+  virtual void send(std::span<const Bf16> data, int32_t peer, int32_t tag) = 0;
+  virtual void recv(std::span<Bf16> data, int32_t peer, int32_t tag) = 0;
   // Every rank of the world waits for every other (checkpoints use it).
   virtual void barrier() = 0;
 

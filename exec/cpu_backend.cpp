@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -17,35 +18,33 @@ namespace {
 // forward output needs a (64,C) scratch rather than (N,C).
 constexpr int64_t kRecomputeRows = 64;
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public Backend, public Kernels<float> {
  public:
   const char* name() const override { return "cpu"; }
+  Kernels<float>& fp32() override { return *this; }
 
-  float* allocate(int64_t elements) override {
-    return static_cast<float*>(zeroed(elements, sizeof(float)));
-  }
-  int32_t* allocate_tokens(int64_t elements) override {
-    return static_cast<int32_t*>(zeroed(elements, sizeof(int32_t)));
+  void* allocate_bytes(int64_t bytes) override {
+    return std::calloc(static_cast<size_t>(std::max<int64_t>(bytes, 1)), 1);
   }
   void release(void* data) override { std::free(data); }
-  void fill_zero(float* data, int64_t n) override {
-    std::memset(data, 0, static_cast<size_t>(n) * sizeof(float));
+  void fill_zero_bytes(void* data, int64_t bytes) override {
+    if (bytes > 0) std::memset(data, 0, static_cast<size_t>(bytes));
   }
-  void copy(float* dst, const float* src, int64_t n) override {
-    if (dst != src) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  void copy_bytes(void* dst, const void* src, int64_t bytes) override {
+    if (dst != src && bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
   }
-  void copy_2d(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t rows,
-               int64_t cols) override {
-    for (int64_t r = 0; r < rows; ++r) copy(dst + r * dst_stride, src + r * src_stride, cols);
+  void copy_2d_bytes(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t rows,
+                     int64_t row_bytes) override {
+    for (int64_t r = 0; r < rows; ++r) {
+      copy_bytes(static_cast<std::byte*>(dst) + r * dst_pitch,
+                 static_cast<const std::byte*>(src) + r * src_pitch, row_bytes);
+    }
   }
-  void upload(float* dst, std::span<const float> host) override {
-    std::memcpy(dst, host.data(), host.size_bytes());
+  void upload_bytes(void* dst, const void* host, int64_t bytes) override {
+    copy_bytes(dst, host, bytes);
   }
-  void upload_tokens(int32_t* dst, std::span<const int32_t> host) override {
-    std::memcpy(dst, host.data(), host.size_bytes());
-  }
-  void download(std::span<float> host, const float* src) override {
-    std::memcpy(host.data(), src, host.size_bytes());
+  void download_bytes(void* host, const void* src, int64_t bytes) override {
+    copy_bytes(host, src, bytes);
   }
 
   void set_stream(Stream) override {}
@@ -222,17 +221,15 @@ class CpuBackend final : public Backend {
     cpu::cross_entropy_backward(dlogits, logits, maxes, sums, targets, vocab_start, scale, n, v);
   }
   double sum_of_squares(const float* x, int64_t n) override { return cpu::sum_of_squares(x, n); }
-  void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
+  // With a master copy, the update runs on it and the param takes its values.
+  void adamw_update(float* param, float* master, const float* grad, float* m, float* v, int64_t n,
                     const cpu::AdamWConfig& config, int64_t step, double grad_scale) override {
-    cpu::adamw_update(param, grad, m, v, n, config, step, grad_scale);
+    cpu::adamw_update(master != nullptr ? master : param, grad, m, v, n, config, step, grad_scale);
+    if (master != nullptr) copy(param, master, n);
   }
 
  private:
   std::vector<std::chrono::steady_clock::time_point> marks_;
-
-  static void* zeroed(int64_t elements, size_t size) {
-    return std::calloc(static_cast<size_t>(std::max<int64_t>(elements, 1)), size);
-  }
 };
 
 }  // namespace

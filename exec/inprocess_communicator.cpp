@@ -53,7 +53,7 @@ struct Contribution {
   Collective kind = Collective::kAllReduce;
   ReduceOp op = ReduceOp::kSum;
   int32_t root = -1;  // broadcast's root, -1 otherwise
-  std::variant<std::span<const float>, std::span<const double>> data;
+  std::variant<std::span<const float>, std::span<const double>, std::span<const Bf16>> data;
 
   size_t size() const {
     return std::visit([](auto span) { return span.size(); }, data);
@@ -128,11 +128,12 @@ class Mailbox {
   explicit Mailbox(const std::atomic<bool>& aborted) : aborted_(aborted) {}
 
   struct Message {
-    std::vector<float> data;
+    std::variant<std::vector<float>, std::vector<Bf16>> data;
     int64_t sent_ns = 0;  // when it was put (steady clock)
   };
 
-  void put(int32_t sender, int32_t tag, std::vector<float> data) {
+  template <typename T>
+  void put(int32_t sender, int32_t tag, std::vector<T> data) {
     {
       std::lock_guard lock(mutex_);
       queues_[{sender, tag}].push_back({std::move(data), steady_now_ns()});
@@ -192,90 +193,39 @@ class InProcessCommunicator final : public Communicator {
   void all_reduce(std::span<double> data, RankGroup group, ReduceOp op) override {
     all_reduce_typed(data, group, op);
   }
-
+  void all_reduce(std::span<Bf16> data, RankGroup group, ReduceOp op) override {
+    all_reduce_typed(data, group, op);
+  }
   void reduce_scatter(std::span<const float> send, std::span<float> recv,
                       RankGroup group) override {
-    world_.throw_if_aborted();
-    const Member member = member_of(group);
-    const size_t n = recv.size();
-    STRATA_ASSERT(send.size() == group.size() * n,
-                  fmt::format("reduce_scatter on rank {}: send has {} elements, not group size {} "
-                              "x recv {}",
-                              rank_, send.size(), group.size(), n));
-    const auto [all, met_ns] = member.rendezvous->meet(
-        member.index, {Collective::kReduceScatter, ReduceOp::kSum, -1, send});
-    note_transfer(met_ns);
-    check_matching(all, group);
-    std::vector<float> result(n);
-    const size_t offset = member.index * n;
-    for (size_t j = 0; j < all.size(); ++j) {
-      const auto chunk = std::get<std::span<const float>>(all[j].data).subspan(offset, n);
-      if (j == 0) {
-        std::ranges::copy(chunk, result.begin());
-        continue;
-      }
-      for (size_t k = 0; k < n; ++k) result[k] = combine(result[k], chunk[k], ReduceOp::kSum);
-    }
-    member.rendezvous->leave();
-    std::ranges::copy(result, recv.begin());
+    reduce_scatter_typed(send, recv, group);
   }
-
+  void reduce_scatter(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) override {
+    reduce_scatter_typed(send, recv, group);
+  }
   void all_gather(std::span<const float> send, std::span<float> recv, RankGroup group) override {
-    world_.throw_if_aborted();
-    const Member member = member_of(group);
-    const size_t n = send.size();
-    STRATA_ASSERT(recv.size() == group.size() * n,
-                  fmt::format("all_gather on rank {}: recv has {} elements, not group size {} x "
-                              "send {}",
-                              rank_, recv.size(), group.size(), n));
-    const auto [all, met_ns] =
-        member.rendezvous->meet(member.index, {Collective::kAllGather, ReduceOp::kSum, -1, send});
-    note_transfer(met_ns);
-    check_matching(all, group);
-    std::vector<float> result(recv.size());
-    for (size_t j = 0; j < all.size(); ++j) {
-      std::ranges::copy(std::get<std::span<const float>>(all[j].data),
-                        result.begin() + static_cast<std::ptrdiff_t>(j * n));
-    }
-    member.rendezvous->leave();
-    std::ranges::copy(result, recv.begin());
+    all_gather_typed(send, recv, group);
   }
-
+  void all_gather(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) override {
+    all_gather_typed(send, recv, group);
+  }
   void broadcast(std::span<float> data, int32_t root, RankGroup group) override {
-    world_.throw_if_aborted();
-    const Member member = member_of(group);
-    const auto root_member = std::ranges::find(group, root);
-    STRATA_ASSERT(root_member != group.end(), fmt::format("broadcast root {} is not in group [{}]",
-                                                          root, fmt::join(group, ", ")));
-    const auto [all, met_ns] = member.rendezvous->meet(
-        member.index, {Collective::kBroadcast, ReduceOp::kSum, root, std::span<const float>(data)});
-    note_transfer(met_ns);
-    check_matching(all, group);
-    // Only the root's buffer is read and the root does not write it: copy in place.
-    if (root != rank_) {
-      std::ranges::copy(std::get<std::span<const float>>(
-                            all[static_cast<size_t>(root_member - group.begin())].data),
-                        data.begin());
-    }
-    member.rendezvous->leave();
+    broadcast_typed(data, root, group);
   }
-
+  void broadcast(std::span<Bf16> data, int32_t root, RankGroup group) override {
+    broadcast_typed(data, root, group);
+  }
   void send(std::span<const float> data, int32_t peer, int32_t tag) override {
-    world_.throw_if_aborted();
-    check_peer(peer, tag);
-    world_.mailbox(peer).put(rank_, tag, std::vector<float>(data.begin(), data.end()));
+    send_typed(data, peer, tag);
   }
-
+  void send(std::span<const Bf16> data, int32_t peer, int32_t tag) override {
+    send_typed(data, peer, tag);
+  }
   void recv(std::span<float> data, int32_t peer, int32_t tag) override {
-    world_.throw_if_aborted();
-    check_peer(peer, tag);
-    const Mailbox::Message message = world_.mailbox(rank_).take(peer, tag);
-    note_transfer(message.sent_ns);
-    STRATA_ASSERT(message.data.size() == data.size(),
-                  fmt::format("rank {} received {} elements from rank {} (tag {}) into a buffer "
-                              "of {}",
-                              rank_, message.data.size(), peer, tag, data.size()));
-    std::ranges::copy(message.data, data.begin());
+    recv_typed(data, peer, tag);
+  }
+  void recv(std::span<Bf16> data, int32_t peer, int32_t tag) override {
+    recv_typed(data, peer, tag);
   }
 
   void barrier() override {
@@ -318,6 +268,100 @@ class InProcessCommunicator final : public Communicator {
     }
     member.rendezvous->leave();
     std::ranges::copy(result, data.begin());
+  }
+
+  template <typename T>
+  void reduce_scatter_typed(std::span<const T> send, std::span<T> recv, RankGroup group) {
+    world_.throw_if_aborted();
+    const Member member = member_of(group);
+    const size_t n = recv.size();
+    STRATA_ASSERT(send.size() == group.size() * n,
+                  fmt::format("reduce_scatter on rank {}: send has {} elements, not group size {} "
+                              "x recv {}",
+                              rank_, send.size(), group.size(), n));
+    const auto [all, met_ns] = member.rendezvous->meet(
+        member.index, {Collective::kReduceScatter, ReduceOp::kSum, -1, send});
+    note_transfer(met_ns);
+    check_matching(all, group);
+    std::vector<T> result(n);
+    const size_t offset = member.index * n;
+    for (size_t j = 0; j < all.size(); ++j) {
+      const auto chunk = std::get<std::span<const T>>(all[j].data).subspan(offset, n);
+      if (j == 0) {
+        std::ranges::copy(chunk, result.begin());
+        continue;
+      }
+      for (size_t k = 0; k < n; ++k) result[k] = combine(result[k], chunk[k], ReduceOp::kSum);
+    }
+    member.rendezvous->leave();
+    std::ranges::copy(result, recv.begin());
+  }
+
+  template <typename T>
+  void all_gather_typed(std::span<const T> send, std::span<T> recv, RankGroup group) {
+    world_.throw_if_aborted();
+    const Member member = member_of(group);
+    const size_t n = send.size();
+    STRATA_ASSERT(recv.size() == group.size() * n,
+                  fmt::format("all_gather on rank {}: recv has {} elements, not group size {} x "
+                              "send {}",
+                              rank_, recv.size(), group.size(), n));
+    const auto [all, met_ns] =
+        member.rendezvous->meet(member.index, {Collective::kAllGather, ReduceOp::kSum, -1, send});
+    note_transfer(met_ns);
+    check_matching(all, group);
+    std::vector<T> result(recv.size());
+    for (size_t j = 0; j < all.size(); ++j) {
+      std::ranges::copy(std::get<std::span<const T>>(all[j].data),
+                        result.begin() + static_cast<std::ptrdiff_t>(j * n));
+    }
+    member.rendezvous->leave();
+    std::ranges::copy(result, recv.begin());
+  }
+
+  template <typename T>
+  void broadcast_typed(std::span<T> data, int32_t root, RankGroup group) {
+    world_.throw_if_aborted();
+    const Member member = member_of(group);
+    const auto root_member = std::ranges::find(group, root);
+    STRATA_ASSERT(root_member != group.end(), fmt::format("broadcast root {} is not in group [{}]",
+                                                          root, fmt::join(group, ", ")));
+    const auto [all, met_ns] = member.rendezvous->meet(
+        member.index, {Collective::kBroadcast, ReduceOp::kSum, root, std::span<const T>(data)});
+    note_transfer(met_ns);
+    check_matching(all, group);
+    // Only the root's buffer is read and the root does not write it: copy in place.
+    if (root != rank_) {
+      std::ranges::copy(
+          std::get<std::span<const T>>(all[static_cast<size_t>(root_member - group.begin())].data),
+          data.begin());
+    }
+    member.rendezvous->leave();
+  }
+
+  template <typename T>
+  void send_typed(std::span<const T> data, int32_t peer, int32_t tag) {
+    world_.throw_if_aborted();
+    check_peer(peer, tag);
+    world_.mailbox(peer).put(rank_, tag, std::vector<T>(data.begin(), data.end()));
+  }
+
+  template <typename T>
+  void recv_typed(std::span<T> data, int32_t peer, int32_t tag) {
+    world_.throw_if_aborted();
+    check_peer(peer, tag);
+    const Mailbox::Message message = world_.mailbox(rank_).take(peer, tag);
+    note_transfer(message.sent_ns);
+    const auto* values = std::get_if<std::vector<T>>(&message.data);
+    STRATA_ASSERT(values != nullptr,
+                  fmt::format("rank {} received a message from rank {} (tag {}) sent as another "
+                              "element type",
+                              rank_, peer, tag));
+    STRATA_ASSERT(values->size() == data.size(),
+                  fmt::format("rank {} received {} elements from rank {} (tag {}) into a buffer "
+                              "of {}",
+                              rank_, values->size(), peer, tag, data.size()));
+    std::ranges::copy(*values, data.begin());
   }
 
   // Every member called the same collective with the same sizes; a mismatch is a bug in the task

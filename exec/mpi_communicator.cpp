@@ -24,10 +24,13 @@ T combine(T accumulated, T next, ReduceOp op) {
   return next > accumulated ? next : accumulated;
 }
 
+// bf16 travels as its 16-bit words; this side sums it.
 template <typename T>
 MPI_Datatype mpi_type() {
   if constexpr (std::is_same_v<T, float>) {
     return MPI_FLOAT;
+  } else if constexpr (std::is_same_v<T, Bf16>) {
+    return MPI_UINT16_T;
   } else {
     static_assert(std::is_same_v<T, double>);
     return MPI_DOUBLE;
@@ -41,8 +44,9 @@ int mpi_count(size_t elements) {
   return static_cast<int>(elements);
 }
 
-bool overlap(std::span<const float> a, std::span<const float> b) {
-  const std::less<const float*> less;
+template <typename T>
+bool overlap(std::span<const T> a, std::span<const T> b) {
+  const std::less<const T*> less;
   return less(a.data(), b.data() + b.size()) && less(b.data(), a.data() + a.size());
 }
 
@@ -144,8 +148,13 @@ void MpiCommunicator::all_reduce(std::span<double> data, RankGroup group, Reduce
   all_reduce_typed(data, group, op);
 }
 
-void MpiCommunicator::reduce_scatter(std::span<const float> send, std::span<float> recv,
-                                     RankGroup group) {
+void MpiCommunicator::all_reduce(std::span<Bf16> data, RankGroup group, ReduceOp op) {
+  all_reduce_typed(data, group, op);
+}
+
+template <typename T>
+void MpiCommunicator::reduce_scatter_typed(std::span<const T> send, std::span<T> recv,
+                                           RankGroup group) {
   const MPI_Comm comm = group_comm(group);
   const size_t n = recv.size();
   STRATA_ASSERT(send.size() == group.size() * n,
@@ -155,17 +164,28 @@ void MpiCommunicator::reduce_scatter(std::span<const float> send, std::span<floa
   const int count = mpi_count(n);
   // gathered is (members, n): row j is member j's chunk for this rank. Alltoall has read all of
   // send before recv is written, so recv may alias send.
-  std::vector<float> gathered(send.size());
+  std::vector<T> gathered(send.size());
   STRATA_MPI_CHECK(
-      MPI_Alltoall(send.data(), count, MPI_FLOAT, gathered.data(), count, MPI_FLOAT, comm));
+      MPI_Alltoall(send.data(), count, mpi_type<T>(), gathered.data(), count, mpi_type<T>(), comm));
   std::copy_n(gathered.begin(), n, recv.begin());
   for (size_t j = 1; j < group.size(); ++j) {
     for (size_t k = 0; k < n; ++k) recv[k] = combine(recv[k], gathered[j * n + k], ReduceOp::kSum);
   }
 }
 
-void MpiCommunicator::all_gather(std::span<const float> send, std::span<float> recv,
-                                 RankGroup group) {
+void MpiCommunicator::reduce_scatter(std::span<const float> send, std::span<float> recv,
+                                     RankGroup group) {
+  reduce_scatter_typed(send, recv, group);
+}
+
+void MpiCommunicator::reduce_scatter(std::span<const Bf16> send, std::span<Bf16> recv,
+                                     RankGroup group) {
+  reduce_scatter_typed(send, recv, group);
+}
+
+template <typename T>
+void MpiCommunicator::all_gather_typed(std::span<const T> send, std::span<T> recv,
+                                       RankGroup group) {
   const MPI_Comm comm = group_comm(group);
   const size_t n = send.size();
   STRATA_ASSERT(recv.size() == group.size() * n,
@@ -173,47 +193,85 @@ void MpiCommunicator::all_gather(std::span<const float> send, std::span<float> r
                             "send {}",
                             rank_, recv.size(), group.size(), n));
   // MPI forbids send and recv to overlap (short of MPI_IN_PLACE): gather from a copy then.
-  std::vector<float> copy;
-  if (overlap(send, recv)) {
+  std::vector<T> copy;
+  if (overlap(send, std::span<const T>(recv))) {
     copy.assign(send.begin(), send.end());
     send = copy;
   }
   const int count = mpi_count(n);
   STRATA_MPI_CHECK(
-      MPI_Allgather(send.data(), count, MPI_FLOAT, recv.data(), count, MPI_FLOAT, comm));
+      MPI_Allgather(send.data(), count, mpi_type<T>(), recv.data(), count, mpi_type<T>(), comm));
 }
 
-void MpiCommunicator::broadcast(std::span<float> data, int32_t root, RankGroup group) {
+void MpiCommunicator::all_gather(std::span<const float> send, std::span<float> recv,
+                                 RankGroup group) {
+  all_gather_typed(send, recv, group);
+}
+
+void MpiCommunicator::all_gather(std::span<const Bf16> send, std::span<Bf16> recv,
+                                 RankGroup group) {
+  all_gather_typed(send, recv, group);
+}
+
+template <typename T>
+void MpiCommunicator::broadcast_typed(std::span<T> data, int32_t root, RankGroup group) {
   const MPI_Comm comm = group_comm(group);
   const auto root_member = std::ranges::find(group, root);
   STRATA_ASSERT(root_member != group.end(), fmt::format("broadcast root {} is not in group [{}]",
                                                         root, fmt::join(group, ", ")));
   const auto root_index = static_cast<int>(root_member - group.begin());
-  STRATA_MPI_CHECK(MPI_Bcast(data.data(), mpi_count(data.size()), MPI_FLOAT, root_index, comm));
+  STRATA_MPI_CHECK(MPI_Bcast(data.data(), mpi_count(data.size()), mpi_type<T>(), root_index, comm));
 }
 
-void MpiCommunicator::send(std::span<const float> data, int32_t peer, int32_t tag) {
+void MpiCommunicator::broadcast(std::span<float> data, int32_t root, RankGroup group) {
+  broadcast_typed(data, root, group);
+}
+
+void MpiCommunicator::broadcast(std::span<Bf16> data, int32_t root, RankGroup group) {
+  broadcast_typed(data, root, group);
+}
+
+template <typename T>
+void MpiCommunicator::send_typed(std::span<const T> data, int32_t peer, int32_t tag) {
   free_completed_sends();
   check_tag(peer, tag);
   // The copy's heap buffer does not move when the entry moves into the vector.
-  PendingSend pending{std::vector<float>(data.begin(), data.end()), MPI_REQUEST_NULL};
-  STRATA_MPI_CHECK(MPI_Isend(pending.data.data(), mpi_count(pending.data.size()), MPI_FLOAT, peer,
-                             tag, world_, &pending.request));
+  const auto bytes = std::as_bytes(data);
+  PendingSend pending{std::vector<std::byte>(bytes.begin(), bytes.end()), MPI_REQUEST_NULL};
+  STRATA_MPI_CHECK(MPI_Isend(pending.data.data(), mpi_count(data.size()), mpi_type<T>(), peer, tag,
+                             world_, &pending.request));
   pending_sends_.push_back(std::move(pending));
 }
 
-void MpiCommunicator::recv(std::span<float> data, int32_t peer, int32_t tag) {
+void MpiCommunicator::send(std::span<const float> data, int32_t peer, int32_t tag) {
+  send_typed(data, peer, tag);
+}
+
+void MpiCommunicator::send(std::span<const Bf16> data, int32_t peer, int32_t tag) {
+  send_typed(data, peer, tag);
+}
+
+template <typename T>
+void MpiCommunicator::recv_typed(std::span<T> data, int32_t peer, int32_t tag) {
   free_completed_sends();
   check_tag(peer, tag);
   MPI_Status status;
   const int count = mpi_count(data.size());
-  STRATA_MPI_CHECK(MPI_Recv(data.data(), count, MPI_FLOAT, peer, tag, world_, &status));
+  STRATA_MPI_CHECK(MPI_Recv(data.data(), count, mpi_type<T>(), peer, tag, world_, &status));
   int received = 0;
-  STRATA_MPI_CHECK(MPI_Get_count(&status, MPI_FLOAT, &received));
+  STRATA_MPI_CHECK(MPI_Get_count(&status, mpi_type<T>(), &received));
   STRATA_ASSERT(received == count,
                 fmt::format("rank {} received {} elements from rank {} (tag {}) into a buffer of "
                             "{}",
                             rank_, received, peer, tag, count));
+}
+
+void MpiCommunicator::recv(std::span<float> data, int32_t peer, int32_t tag) {
+  recv_typed(data, peer, tag);
+}
+
+void MpiCommunicator::recv(std::span<Bf16> data, int32_t peer, int32_t tag) {
+  recv_typed(data, peer, tag);
 }
 
 // Sends still in flight are not waited for here: their receivers may receive them after the

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -112,8 +113,10 @@ class NcclCommunicator final : public Communicator {
   }
 
   void all_reduce(std::span<float> data, RankGroup group, ReduceOp op) override {
-    STRATA_NCCL_CHECK(ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, nccl_op(op),
-                                    group_comm(group), stream()));
+    all_reduce_typed(data, group, op);
+  }
+  void all_reduce(std::span<Bf16> data, RankGroup group, ReduceOp op) override {
+    all_reduce_typed(data, group, op);
   }
 
   // Host scalars: every stream's work done first, then the host all-reduce (group order).
@@ -124,39 +127,36 @@ class NcclCommunicator final : public Communicator {
 
   void reduce_scatter(std::span<const float> send, std::span<float> recv,
                       RankGroup group) override {
-    STRATA_ASSERT(send.size() == group.size() * recv.size(),
-                  fmt::format("reduce_scatter on rank {}: send has {} elements, not group size {} "
-                              "x recv {}",
-                              rank(), send.size(), group.size(), recv.size()));
-    STRATA_NCCL_CHECK(ncclReduceScatter(send.data(), recv.data(), recv.size(), ncclFloat32, ncclSum,
-                                        group_comm(group), stream()));
+    reduce_scatter_typed(send, recv, group);
   }
-
+  void reduce_scatter(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) override {
+    reduce_scatter_typed(send, recv, group);
+  }
   void all_gather(std::span<const float> send, std::span<float> recv, RankGroup group) override {
-    STRATA_ASSERT(recv.size() == group.size() * send.size(),
-                  fmt::format("all_gather on rank {}: recv has {} elements, not group size {} x "
-                              "send {}",
-                              rank(), recv.size(), group.size(), send.size()));
-    STRATA_NCCL_CHECK(ncclAllGather(send.data(), recv.data(), send.size(), ncclFloat32,
-                                    group_comm(group), stream()));
+    all_gather_typed(send, recv, group);
   }
-
+  void all_gather(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) override {
+    all_gather_typed(send, recv, group);
+  }
   void broadcast(std::span<float> data, int32_t root, RankGroup group) override {
-    const auto root_member = std::ranges::find(group, root);
-    STRATA_ASSERT(root_member != group.end(), fmt::format("broadcast root {} is not in group [{}]",
-                                                          root, fmt::join(group, ", ")));
-    STRATA_NCCL_CHECK(ncclBroadcast(data.data(), data.data(), data.size(), ncclFloat32,
-                                    static_cast<int>(root_member - group.begin()),
-                                    group_comm(group), stream()));
+    broadcast_typed(data, root, group);
+  }
+  void broadcast(std::span<Bf16> data, int32_t root, RankGroup group) override {
+    broadcast_typed(data, root, group);
   }
 
   // The tag is not sent: NCCL matches messages between two ranks by order.
   void send(std::span<const float> data, int32_t peer, int32_t /*tag*/) override {
-    STRATA_NCCL_CHECK(ncclSend(data.data(), data.size(), ncclFloat32, peer, world_, stream()));
+    send_typed(data, peer);
   }
-
+  void send(std::span<const Bf16> data, int32_t peer, int32_t /*tag*/) override {
+    send_typed(data, peer);
+  }
   void recv(std::span<float> data, int32_t peer, int32_t /*tag*/) override {
-    STRATA_NCCL_CHECK(ncclRecv(data.data(), data.size(), ncclFloat32, peer, world_, stream()));
+    recv_typed(data, peer);
+  }
+  void recv(std::span<Bf16> data, int32_t peer, int32_t /*tag*/) override {
+    recv_typed(data, peer);
   }
 
   void barrier() override {
@@ -170,6 +170,52 @@ class NcclCommunicator final : public Communicator {
 
  private:
   cudaStream_t stream() { return static_cast<cudaStream_t>(backend_.native_stream()); }
+
+  template <typename T>
+  static ncclDataType_t nccl_type() {
+    return std::is_same_v<T, Bf16> ? ncclBfloat16 : ncclFloat32;
+  }
+
+  template <typename T>
+  void all_reduce_typed(std::span<T> data, RankGroup group, ReduceOp op) {
+    STRATA_NCCL_CHECK(ncclAllReduce(data.data(), data.data(), data.size(), nccl_type<T>(),
+                                    nccl_op(op), group_comm(group), stream()));
+  }
+  template <typename T>
+  void reduce_scatter_typed(std::span<const T> send, std::span<T> recv, RankGroup group) {
+    STRATA_ASSERT(send.size() == group.size() * recv.size(),
+                  fmt::format("reduce_scatter on rank {}: send has {} elements, not group size {} "
+                              "x recv {}",
+                              rank(), send.size(), group.size(), recv.size()));
+    STRATA_NCCL_CHECK(ncclReduceScatter(send.data(), recv.data(), recv.size(), nccl_type<T>(),
+                                        ncclSum, group_comm(group), stream()));
+  }
+  template <typename T>
+  void all_gather_typed(std::span<const T> send, std::span<T> recv, RankGroup group) {
+    STRATA_ASSERT(recv.size() == group.size() * send.size(),
+                  fmt::format("all_gather on rank {}: recv has {} elements, not group size {} x "
+                              "send {}",
+                              rank(), recv.size(), group.size(), send.size()));
+    STRATA_NCCL_CHECK(ncclAllGather(send.data(), recv.data(), send.size(), nccl_type<T>(),
+                                    group_comm(group), stream()));
+  }
+  template <typename T>
+  void broadcast_typed(std::span<T> data, int32_t root, RankGroup group) {
+    const auto root_member = std::ranges::find(group, root);
+    STRATA_ASSERT(root_member != group.end(), fmt::format("broadcast root {} is not in group [{}]",
+                                                          root, fmt::join(group, ", ")));
+    STRATA_NCCL_CHECK(ncclBroadcast(data.data(), data.data(), data.size(), nccl_type<T>(),
+                                    static_cast<int>(root_member - group.begin()),
+                                    group_comm(group), stream()));
+  }
+  template <typename T>
+  void send_typed(std::span<const T> data, int32_t peer) {
+    STRATA_NCCL_CHECK(ncclSend(data.data(), data.size(), nccl_type<T>(), peer, world_, stream()));
+  }
+  template <typename T>
+  void recv_typed(std::span<T> data, int32_t peer) {
+    STRATA_NCCL_CHECK(ncclRecv(data.data(), data.size(), nccl_type<T>(), peer, world_, stream()));
+  }
 
   ncclComm_t group_comm(RankGroup group) const {
     const auto found = groups_.find(group);

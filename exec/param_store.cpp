@@ -19,27 +19,28 @@ ParamStore::ParamStore(Backend& backend, const std::vector<ParamBlock>& blocks, 
       p.size = spec.shard_size(tp);
       p.chunk = (p.size + dp - 1) / dp;
       const std::vector<float> values = initial_shard(spec, seed, tp_rank, tp);
-      p.grad = DeviceTensor(backend, p.size);
+      p.grad = DeviceTensor(backend, p.size, DType::kFp32);
       if (zero_ == 0) {
-        p.param = DeviceTensor(backend, p.size);
-        backend.upload(p.param.data(), values);
-        p.m = DeviceTensor(backend, p.size);
-        p.v = DeviceTensor(backend, p.size);
+        p.param = DeviceTensor(backend, p.size, DType::kFp32);
+        backend.upload(p.param.data<float>(), values);
+        p.m = DeviceTensor(backend, p.size, DType::kFp32);
+        p.v = DeviceTensor(backend, p.size, DType::kFp32);
       } else {
         if (zero_ < 3) {
-          p.param = DeviceTensor(backend, p.size);
-          backend.upload(p.param.data(), values);
+          p.param = DeviceTensor(backend, p.size, DType::kFp32);
+          backend.upload(p.param.data<float>(), values);
         }
-        p.master = DeviceTensor(backend, p.chunk);
+        p.master = DeviceTensor(backend, p.chunk, DType::kFp32);
         const int64_t first = dp_rank * p.chunk;
         const int64_t count = std::max<int64_t>(0, std::min(p.chunk, p.size - first));
         if (count > 0) {
-          backend.upload(p.master.data(), std::span(values).subspan(static_cast<size_t>(first),
-                                                                    static_cast<size_t>(count)));
+          backend.upload(
+              p.master.data<float>(),
+              std::span(values).subspan(static_cast<size_t>(first), static_cast<size_t>(count)));
         }
-        p.chunk_grad = DeviceTensor(backend, p.chunk);
-        p.m = DeviceTensor(backend, p.chunk);
-        p.v = DeviceTensor(backend, p.chunk);
+        p.chunk_grad = DeviceTensor(backend, p.chunk, DType::kFp32);
+        p.m = DeviceTensor(backend, p.chunk, DType::kFp32);
+        p.v = DeviceTensor(backend, p.chunk, DType::kFp32);
       }
       state.params.push_back(std::move(p));
     }
@@ -63,8 +64,8 @@ BlockState* ParamStore::find(BlockKind kind) {
 }
 
 float* ParamStore::staging(DeviceTensor& buffer, int64_t elements) {
-  if (buffer.size() < elements) buffer = DeviceTensor(backend_, elements);
-  return buffer.data();
+  if (buffer.size() < elements) buffer = DeviceTensor(backend_, elements, DType::kFp32);
+  return buffer.data<float>();
 }
 
 namespace {
@@ -112,7 +113,7 @@ void ParamStore::reduce_gradients(std::span<const GradientSource> sources, Commu
                       std::span(recv, static_cast<size_t>(per_member)), dp_group);
   offset = 0;
   for (const GradientSource& g : sources) {
-    backend_.accumulate(g.param->chunk_grad.data(), recv + offset, g.param->chunk);
+    backend_.fp32().accumulate(g.param->chunk_grad.data<float>(), recv + offset, g.param->chunk);
     offset += g.param->chunk;
     // ZeRO 2 and 3 reduce each micro-batch's gradient, which starts the next step at zero.
     if (zero_ >= 2) backend_.fill_zero(g.grad, g.param->size);
@@ -128,7 +129,7 @@ void ParamStore::gather_params(std::span<ParamState* const> params, Communicator
   float* recv = staging(recv_, per_member * dp_);
   int64_t offset = 0;
   for (const ParamState* p : params) {
-    backend_.copy(send + offset, p->master.data(), p->chunk);
+    backend_.copy(send + offset, p->master.data<float>(), p->chunk);
     offset += p->chunk;
   }
   comm.all_gather(std::span<const float>(send, static_cast<size_t>(per_member)),
@@ -139,14 +140,16 @@ void ParamStore::gather_params(std::span<ParamState* const> params, Communicator
       STRATA_ASSERT(p->param.allocated(),
                     fmt::format("{} is gathered into memory allocated for it", p->spec.name));
       const int64_t extent = chunk_extent(*p, member);
-      if (extent > 0) backend_.copy(p->param.data() + member * p->chunk, recv + offset, extent);
+      if (extent > 0)
+        backend_.copy(p->param.data<float>() + member * p->chunk, recv + offset, extent);
       offset += p->chunk;
     }
   }
 }
 
 double ParamStore::gradient_sum_of_squares(ParamState& p) {
-  return p.spec.counts_in_norm ? backend_.sum_of_squares(reduced_grad(p), reduced_size(p)) : 0.0;
+  return p.spec.counts_in_norm ? backend_.fp32().sum_of_squares(reduced_grad(p), reduced_size(p))
+                               : 0.0;
 }
 
 double ParamStore::gradient_sum_of_squares() {
@@ -162,11 +165,12 @@ void ParamStore::step(const cpu::AdamWConfig& config, int64_t step, double grad_
     for (ParamState& p : block.params) {
       cpu::AdamWConfig tensor_config = config;
       if (!p.spec.weight_decay) tensor_config.weight_decay = 0;
-      float* param = zero_ == 0 ? p.param.data() : p.master.data();
-      backend_.adamw_update(param, reduced_grad(p), p.m.data(), p.v.data(), reduced_size(p),
-                            tensor_config, step, grad_scale);
-      backend_.fill_zero(p.grad.data(), p.size);
-      if (zero_ >= 1) backend_.fill_zero(p.chunk_grad.data(), p.chunk);
+      float* param = zero_ == 0 ? p.param.data<float>() : p.master.data<float>();
+      backend_.fp32().adamw_update(param, nullptr, reduced_grad(p), p.m.data<float>(),
+                                   p.v.data<float>(), reduced_size(p), tensor_config, step,
+                                   grad_scale);
+      backend_.fill_zero(p.grad.data<float>(), p.size);
+      if (zero_ >= 1) backend_.fill_zero(p.chunk_grad.data<float>(), p.chunk);
     }
   }
 }
@@ -175,7 +179,7 @@ namespace {
 
 CheckpointTensor download(Backend& backend, const std::string& name, const DeviceTensor& t) {
   CheckpointTensor out{name, std::vector<float>(static_cast<size_t>(t.size()))};
-  backend.download(out.values, t.data());
+  backend.download(std::span(out.values), t.data<float>());
   return out;
 }
 
@@ -205,7 +209,7 @@ void ParamStore::load(const std::vector<CheckpointTensor>& tensors, const std::s
                                    name, into.size()),
                        "resume with the model and plan the checkpoint was written with");
     }
-    backend_.upload(into.data(), tensors[next].values);
+    backend_.upload(into.data<float>(), tensors[next].values);
     ++next;
   };
   for (BlockState& block : blocks_) {

@@ -70,7 +70,7 @@ class ParamStore {
   void gather_params(std::span<ParamState* const> params, Communicator& comm, RankGroup dp_group);
   // The gradient this rank reduces further or updates with: the full one under ZeRO 0, the owned
   // chunk otherwise.
-  float* reduced_grad(ParamState& p) { return zero_ == 0 ? p.grad.data() : p.chunk_grad.data(); }
+  float* reduced_grad(ParamState& p) { return zero_ == 0 ? p.grad.data<float>() : p.chunk_grad.data<float>(); }
   int64_t reduced_size(const ParamState& p) const { return zero_ == 0 ? p.size : p.chunk; }
   // Sum of squares of the reduced gradients that count in the global norm: all of them, or one
   // parameter's (0 when it is counted on another rank).

@@ -162,21 +162,8 @@ void RankRuntime::Impl::bind_tensors() {
     owned.emplace_back();
     slot.buffer = &owned.back();
     if (!allocated_by_task[static_cast<size_t>(id)])
-      *slot.buffer = DeviceTensor(backend, elements(id));
+      *slot.buffer = DeviceTensor(backend, elements(id), storage_dtype(id));
   }
-}
-
-float* RankRuntime::Impl::data(TensorId id) {
-  const TensorSlot& slot = slots[static_cast<size_t>(id)];
-  STRATA_ASSERT(slot.buffer != nullptr && slot.buffer->allocated(),
-                fmt::format("rank {} uses tensor {} while it holds no memory", rank, id));
-  return slot.buffer->data();
-}
-
-float* RankRuntime::Impl::workspace(size_t index, int64_t elements) {
-  DeviceTensor& buffer = workspaces[index];
-  if (buffer.size() < elements) buffer = DeviceTensor(backend, elements);
-  return buffer.data();
 }
 
 Operands RankRuntime::Impl::operands(std::span<const TensorUse> uses) const {
@@ -249,7 +236,7 @@ void RankRuntime::Impl::run_memory(std::span<const TensorUse> uses) {
     DeviceTensor& buffer = *slots[static_cast<size_t>(use.tensor())].buffer;
     if (use.access() == Access::kAlloc) {
       STRATA_ASSERT(!buffer.allocated(), fmt::format("tensor {} allocated twice", use.tensor()));
-      buffer = DeviceTensor(backend, elements(use.tensor()));
+      buffer = DeviceTensor(backend, elements(use.tensor()), storage_dtype(use.tensor()));
     } else {
       buffer.reset();
     }
@@ -267,7 +254,7 @@ void RankRuntime::Impl::run_collective(const Task& task, std::span<const TensorU
   STRATA_ASSERT(o.out.size() == 1, fmt::format("{} writes one tensor", task_name(graph, task)));
   const TensorId out = o.out[0];
   const auto span = [&](TensorId id) {
-    return std::span(data(id), static_cast<size_t>(elements(id)));
+    return std::span(data<float>(id), static_cast<size_t>(elements(id)));
   };
   switch (task.collective) {
     case CollectiveKind::kAllGather:
@@ -277,7 +264,7 @@ void RankRuntime::Impl::run_collective(const Task& task, std::span<const TensorU
       comm.reduce_scatter(span(o.in.at(0)), span(out), group(task));
       return;
     case CollectiveKind::kAllReduce:
-      if (!o.out_added[0]) backend.copy(data(out), data(o.in.at(0)), elements(out));
+      if (!o.out_added[0]) backend.copy(data<float>(out), data<float>(o.in.at(0)), elements(out));
       comm.all_reduce(span(out), group(task), task.reduce);
       return;
     default:
@@ -315,7 +302,7 @@ void RankRuntime::Impl::run_gradient_collective(const Task& task, const Operands
       (data_parallel && params.zero_stage() == 0)) {
     std::vector<ParamStore::GradientSource> sources;
     for (const TensorId t : o.read_grads.empty() ? o.grads : o.read_grads)
-      sources.push_back({slots[static_cast<size_t>(t)].param, data(t)});
+      sources.push_back({slots[static_cast<size_t>(t)].param, data<float>(t)});
     params.reduce_gradients(sources, comm, members);
     return;
   }
@@ -342,13 +329,14 @@ void RankRuntime::Impl::post_p2p(const Task& task, std::span<const TensorUse> us
   const TensorId message = o.out.at(0);
   const int64_t size = elements(message);
   if (task.p2p == P2pKind::kRecv) {
-    comm.recv(std::span(data(message), static_cast<size_t>(size)), task.peer, task.tag);
+    comm.recv(std::span(data<float>(message), static_cast<size_t>(size)), task.peer, task.tag);
     return;
   }
   const TensorId carried = o.in.at(0);
   const int64_t offset = elements(carried) == size ? 0 : coord.tp * size;
-  backend.copy(data(message), data(carried) + offset, size);
-  comm.send(std::span<const float>(data(message), static_cast<size_t>(size)), task.peer, task.tag);
+  backend.copy(data<float>(message), data<float>(carried) + offset, size);
+  comm.send(std::span<const float>(data<float>(message), static_cast<size_t>(size)), task.peer,
+            task.tag);
 }
 
 void RankRuntime::Impl::finish_p2p(const Task& task, std::span<const TensorUse> uses) {
@@ -356,7 +344,8 @@ void RankRuntime::Impl::finish_p2p(const Task& task, std::span<const TensorUse> 
   const Operands o = operands(uses);
   const TensorId message = o.out.at(0);
   const int64_t size = elements(message);
-  for (size_t i = 1; i < o.out.size(); ++i) backend.copy(data(o.out[i]), data(message), size);
+  for (size_t i = 1; i < o.out.size(); ++i)
+    backend.copy(data<float>(o.out[i]), data<float>(message), size);
 }
 
 void RankRuntime::Impl::issue(size_t position, std::vector<Issued>& issued) {

@@ -47,6 +47,18 @@ namespace strata {
 
 namespace {
 
+// Calls f with a value of the storage type of `dtype`: float or Bf16.
+template <typename F>
+void with_storage_type(DType dtype, F&& f) {
+  if (dtype == DType::kBf16) {
+    f(Bf16{});
+  } else {
+    STRATA_ASSERT(dtype == DType::kFp32,
+                  fmt::format("the executor stores no {}", to_string(dtype)));
+    f(float{});
+  }
+}
+
 // The factor dropout scales kept elements by, 1 / (1 - rate), so that the expectation is kept.
 float dropout_scale(double rate) { return static_cast<float>(1.0 / (1.0 - rate)); }
 
@@ -65,13 +77,16 @@ const int32_t* RankRuntime::Impl::tokens(int64_t micro_batch, bool targets) {
   return targets ? found->second.second.data() : found->second.first.data();
 }
 
-float* RankRuntime::Impl::input_gradient(const Operands& o, int64_t elements) {
+template <typename T>
+T* RankRuntime::Impl::input_gradient(const Operands& o, int64_t elements) {
   STRATA_ASSERT(!o.out.empty(), "a backward op writes its input gradient");
-  return o.out_added[0] ? workspace(0, elements) : data(o.out[0]);
+  return o.out_added[0] ? workspace<T>(0, elements) : data<T>(o.out[0]);
 }
 
+template <typename T>
 void RankRuntime::Impl::finish_input_gradient(const Operands& o, int64_t elements) {
-  if (o.out_added[0]) backend.accumulate(data(o.out[0]), workspace(0, elements), elements);
+  if (o.out_added[0])
+    backend.kernels<T>().accumulate(data<T>(o.out[0]), workspace<T>(0, elements), elements);
 }
 
 void RankRuntime::Impl::run_compute(const Task& task, std::span<const TensorUse> uses) {
@@ -80,45 +95,53 @@ void RankRuntime::Impl::run_compute(const Task& task, std::span<const TensorUse>
   const Operands o = operands(uses);
   if (op.kind == OpKind::kOptimizer) {
     run_optimizer();
-  } else if (op.kind == OpKind::kLoss) {
-    run_loss(task, op, o);
-  } else if (op.kind == OpKind::kAttention || op.kind == OpKind::kFlashAttention) {
-    run_attention(task, op, o);
-  } else if (op.direction == Direction::kForward) {
-    run_forward(task, op, o);
-  } else {
-    run_backward(task, op, o);
+    return;
   }
+  const DType dtype = op.kind == OpKind::kLoss ? storage_dtype(o.in.at(0)) : plan.dtype;
+  with_storage_type(dtype, [&]<typename T>(T) {
+    if (op.kind == OpKind::kLoss) {
+      run_loss<T>(task, op, o);
+    } else if (op.kind == OpKind::kAttention || op.kind == OpKind::kFlashAttention) {
+      run_attention<T>(task, op, o);
+    } else if (op.direction == Direction::kForward) {
+      run_forward<T>(task, op, o);
+    } else {
+      run_backward<T>(task, op, o);
+    }
+  });
 }
 
+template <typename T>
 void RankRuntime::Impl::run_forward(const Task& task, const OpShape& op, const Operands& o) {
+  Kernels<T>& kernels = backend.kernels<T>();
   const int64_t c = model.hidden;
-  const float* bias = o.weights.size() > 1 ? data(o.weights[1]) : nullptr;
+  const T* bias = o.weights.size() > 1 ? data<T>(o.weights[1]) : nullptr;
   switch (op.kind) {
     case OpKind::kEmbedding: {
       // dims {tokens, width, vocab_rows}: the shard's rows start at its TP rank's share.
       const int64_t vocab = op.dims[2];
       // Positions are added once, by TP rank 0, before the sum over the vocabulary shards.
-      const float* wpe = o.weights.size() > 1 && coord.tp == 0 ? data(o.weights[1]) : nullptr;
-      backend.embedding_forward(data(o.out.at(0)), tokens(task.micro_batch, false),
-                                data(o.weights.at(0)), wpe, coord.tp * vocab, vocab,
+      const T* wpe = o.weights.size() > 1 && coord.tp == 0 ? data<T>(o.weights[1]) : nullptr;
+      kernels.embedding_forward(data<T>(o.out.at(0)), tokens(task.micro_batch, false),
+                                data<T>(o.weights.at(0)), wpe, coord.tp * vocab, vocab,
                                 plan.micro_batch, plan.seq_len, c);
       return;
     }
     case OpKind::kNorm: {
       if (op.function == OpFunction::kQkNorm || op.function == OpFunction::kQkNormWhole) {
-        qk_norm(op, o);
+        qk_norm<T>(op, o);
         return;
       }
       const int64_t n = op.dims[0];
       const int64_t width = op.dims[1];
-      const float* in = data(o.in.at(0));
+      const T* in = data<T>(o.in.at(0));
       if (op.function == OpFunction::kRmsNorm) {
-        backend.rmsnorm_forward(data(o.out.at(0)), workspace(1, n), in, data(o.weights.at(0)), n,
-                                width);
+        kernels.rmsnorm_forward(data<T>(o.out.at(0)), workspace<float>(1, n), in,
+                                data<T>(o.weights.at(0)), n, width);
       } else {
-        backend.layernorm_forward(data(o.out.at(0)), workspace(1, n), workspace(2, n), in,
-                                  data(o.weights.at(0)), bias, n, width);
+        kernels.layernorm_forward(data<T>(o.out.at(0)), workspace<float>(1, n),
+                                  workspace<float>(2, n), in, data<T>(o.weights.at(0)), bias, n,
+                                  width);
       }
       break;
     }
@@ -129,11 +152,11 @@ void RankRuntime::Impl::run_forward(const Task& task, const OpShape& op, const O
       const int64_t k = op.dims[2];
       if (o.out_added[0]) {
         STRATA_ASSERT(bias == nullptr, "a product that adds into its output has no bias");
-        backend.matmul_forward_accumulate(data(o.out[0]), data(o.in.at(0)), data(o.weights.at(0)),
-                                          m, k, n);
+        kernels.matmul_forward_accumulate(data<T>(o.out[0]), data<T>(o.in.at(0)),
+                                          data<T>(o.weights.at(0)), m, k, n);
       } else {
-        backend.matmul_forward(data(o.out.at(0)), data(o.in.at(0)), data(o.weights.at(0)), bias, m,
-                               k, n);
+        kernels.matmul_forward(data<T>(o.out.at(0)), data<T>(o.in.at(0)), data<T>(o.weights.at(0)),
+                               bias, m, k, n);
       }
       break;
     }
@@ -142,42 +165,42 @@ void RankRuntime::Impl::run_forward(const Task& task, const OpShape& op, const O
       switch (op.function) {
         case OpFunction::kResidualAdd: {
           // A parallel block's residual adds both branches' biases.
-          const float* bias = o.weights.empty() ? nullptr : data(o.weights[0]);
+          const T* bias = o.weights.empty() ? nullptr : data<T>(o.weights[0]);
           if (o.weights.size() > 1) {
-            float* sum = workspace(3, c);
+            T* sum = workspace<T>(3, c);
             backend.copy(sum, bias, c);
             for (size_t i = 1; i < o.weights.size(); ++i)
-              backend.accumulate(sum, data(o.weights[i]), c);
+              kernels.accumulate(sum, data<T>(o.weights[i]), c);
             bias = sum;
           }
           // Under dropout the op also writes its branch's mask, and drops the branch through it.
-          const float* mask = nullptr;
+          const T* mask = nullptr;
           if (o.out.size() > 1) {
             STRATA_ASSERT(is_mask(o.out[1]), "a residual add writes its output and a mask");
-            draw_hidden_mask(task, o.out[1]);
-            mask = data(o.out[1]);
+            draw_hidden_mask<T>(task, o.out[1]);
+            mask = data<T>(o.out[1]);
           }
-          backend.residual_forward(data(out), data(o.in.at(0)), data(o.in.at(1)), bias,
+          kernels.residual_forward(data<T>(out), data<T>(o.in.at(0)), data<T>(o.in.at(1)), bias,
                                    elements(out) / c, c, mask, dropout_scale(model.hidden_dropout));
           return;
         }
         case OpFunction::kGelu:
-          backend.gelu_forward(data(out), data(o.in.at(0)), elements(out));
+          kernels.gelu_forward(data<T>(out), data<T>(o.in.at(0)), elements(out));
           break;
         case OpFunction::kSwiglu:
-          backend.swiglu_forward(data(out), data(o.in.at(0)), tokens_per_micro_batch,
+          kernels.swiglu_forward(data<T>(out), data<T>(o.in.at(0)), tokens_per_micro_batch,
                                  elements(out) / tokens_per_micro_batch);
           break;
         case OpFunction::kGeglu:
-          backend.geglu_forward(data(out), data(o.in.at(0)), tokens_per_micro_batch,
+          kernels.geglu_forward(data<T>(out), data<T>(o.in.at(0)), tokens_per_micro_batch,
                                 elements(out) / tokens_per_micro_batch);
           break;
         case OpFunction::kRotary:
-          rotate(data(out), Direction::kForward);
+          rotate(data<T>(out), Direction::kForward);
           return;
         case OpFunction::kDropout:
-          draw_hidden_mask(task, o.out.at(1));
-          backend.apply_dropout(data(out), data(out), data(o.out[1]),
+          draw_hidden_mask<T>(task, o.out.at(1));
+          kernels.apply_dropout(data<T>(out), data<T>(out), data<T>(o.out[1]),
                                 dropout_scale(model.hidden_dropout), elements(out));
           return;
         default:
@@ -193,52 +216,55 @@ void RankRuntime::Impl::run_forward(const Task& task, const OpShape& op, const O
   for (size_t i = 1; i < o.out.size(); ++i) {
     const int64_t size = elements(o.out[i]);
     const int64_t offset = size == elements(o.in.at(0)) ? 0 : coord.tp * size;
-    backend.copy(data(o.out[i]), data(o.in[0]) + offset, size);
+    backend.copy(data<T>(o.out[i]), data<T>(o.in[0]) + offset, size);
   }
 }
 
+template <typename T>
 void RankRuntime::Impl::run_backward(const Task& task, const OpShape& op, const Operands& o) {
+  Kernels<T>& kernels = backend.kernels<T>();
   const int64_t c = model.hidden;
   switch (op.kind) {
     case OpKind::kEmbedding: {
       const int64_t vocab = op.dims[2];
-      backend.embedding_backward(data(o.grads.at(0)),
-                                 o.grads.size() > 1 ? data(o.grads[1]) : nullptr, data(o.in.at(0)),
-                                 tokens(task.micro_batch, false), coord.tp * vocab, vocab,
-                                 plan.micro_batch, plan.seq_len, c);
+      kernels.embedding_backward(data<float>(o.grads.at(0)),
+                                 o.grads.size() > 1 ? data<float>(o.grads[1]) : nullptr,
+                                 data<T>(o.in.at(0)), tokens(task.micro_batch, false),
+                                 coord.tp * vocab, vocab, plan.micro_batch, plan.seq_len, c);
       return;
     }
     case OpKind::kNorm: {
       if (op.function == OpFunction::kQkNorm || op.function == OpFunction::kQkNormWhole) {
-        qk_norm(op, o);
+        qk_norm<T>(op, o);
         return;
       }
       const int64_t n = op.dims[0];
       const int64_t width = op.dims[1];
-      float* din = input_gradient(o, n * width);
+      T* din = input_gradient<T>(o, n * width);
       if (op.function == OpFunction::kRmsNorm) {
-        backend.rmsnorm_backward_from_input(din, data(o.grads.at(0)), data(o.in.at(0)),
-                                            data(o.in.at(1)), data(o.weights.at(0)), n, width);
+        kernels.rmsnorm_backward_from_input(din, data<float>(o.grads.at(0)), data<T>(o.in.at(0)),
+                                            data<T>(o.in.at(1)), data<T>(o.weights.at(0)), n,
+                                            width);
       } else {
-        backend.layernorm_backward_from_input(
-            din, data(o.grads.at(0)), o.grads.size() > 1 ? data(o.grads[1]) : nullptr,
-            data(o.in.at(0)), data(o.in.at(1)), data(o.weights.at(0)), n, width);
+        kernels.layernorm_backward_from_input(
+            din, data<float>(o.grads.at(0)), o.grads.size() > 1 ? data<float>(o.grads[1]) : nullptr,
+            data<T>(o.in.at(0)), data<T>(o.in.at(1)), data<T>(o.weights.at(0)), n, width);
       }
-      finish_input_gradient(o, n * width);
+      finish_input_gradient<T>(o, n * width);
       // A parallel block's first norm also takes the second norm's input gradient.
       for (size_t i = 2; i < o.in.size(); ++i)
-        backend.accumulate(data(o.out[0]), data(o.in[i]), n * width);
+        kernels.accumulate(data<T>(o.out[0]), data<T>(o.in[i]), n * width);
       return;
     }
     case OpKind::kMatmul: {
       const int64_t m = op.dims[0];
       const int64_t n = op.dims[1];
       const int64_t k = op.dims[2];
-      float* din = input_gradient(o, m * k);
-      backend.matmul_backward(din, data(o.grads.at(0)),
-                              o.grads.size() > 1 ? data(o.grads[1]) : nullptr, data(o.in.at(0)),
-                              data(o.in.at(1)), data(o.weights.at(0)), m, k, n);
-      finish_input_gradient(o, m * k);
+      T* din = input_gradient<T>(o, m * k);
+      kernels.matmul_backward(
+          din, data<float>(o.grads.at(0)), o.grads.size() > 1 ? data<float>(o.grads[1]) : nullptr,
+          data<T>(o.in.at(0)), data<T>(o.in.at(1)), data<T>(o.weights.at(0)), m, k, n);
+      finish_input_gradient<T>(o, m * k);
       return;
     }
     case OpKind::kElementwise:
@@ -262,21 +288,22 @@ void RankRuntime::Impl::run_backward(const Task& task, const OpShape& op, const 
             }
             for (const TensorId joined : o.in) {
               if (joined != o.out[i] && joined != mask)
-                backend.accumulate(data(o.out[i]), data(joined), elements(joined));
+                kernels.accumulate(data<T>(o.out[i]), data<T>(joined), elements(joined));
             }
           }
           if (mask != kNoTensor) {
-            backend.apply_dropout(data(dbranch), data(dout), data(mask),
+            kernels.apply_dropout(data<T>(dbranch), data<T>(dout), data<T>(mask),
                                   dropout_scale(model.hidden_dropout), elements(dout));
           }
           for (const TensorId grad : o.grads)
-            backend.residual_backward(data(grad), data(dbranch), elements(dbranch) / c, c);
+            kernels.residual_backward(data<float>(grad), data<T>(dbranch), elements(dbranch) / c,
+                                      c);
           return;
         }
         case OpFunction::kGelu: {
           const int64_t n = elements(o.in.at(0));
-          backend.gelu_backward(input_gradient(o, n), data(o.in.at(1)), data(o.in[0]), n);
-          finish_input_gradient(o, n);
+          kernels.gelu_backward(input_gradient<T>(o, n), data<T>(o.in.at(1)), data<T>(o.in[0]), n);
+          finish_input_gradient<T>(o, n);
           return;
         }
         case OpFunction::kSwiglu:
@@ -284,22 +311,22 @@ void RankRuntime::Impl::run_backward(const Task& task, const OpShape& op, const 
           const int64_t n = elements(o.in.at(1));
           const int64_t h = elements(o.in[0]) / tokens_per_micro_batch;
           if (op.function == OpFunction::kSwiglu) {
-            backend.swiglu_backward(input_gradient(o, n), data(o.in[1]), data(o.in[0]),
+            kernels.swiglu_backward(input_gradient<T>(o, n), data<T>(o.in[1]), data<T>(o.in[0]),
                                     tokens_per_micro_batch, h);
           } else {
-            backend.geglu_backward(input_gradient(o, n), data(o.in[1]), data(o.in[0]),
+            kernels.geglu_backward(input_gradient<T>(o, n), data<T>(o.in[1]), data<T>(o.in[0]),
                                    tokens_per_micro_batch, h);
           }
-          finish_input_gradient(o, n);
+          finish_input_gradient<T>(o, n);
           return;
         }
         case OpFunction::kRotary:
-          rotate(data(o.out.at(0)), Direction::kBackward);
+          rotate(data<T>(o.out.at(0)), Direction::kBackward);
           return;
         case OpFunction::kDropout: {
-          float* dout = data(o.out.at(0));
-          backend.apply_dropout(dout, dout, data(o.in.at(0)), dropout_scale(model.hidden_dropout),
-                                elements(o.out[0]));
+          T* dout = data<T>(o.out.at(0));
+          kernels.apply_dropout(dout, dout, data<T>(o.in.at(0)),
+                                dropout_scale(model.hidden_dropout), elements(o.out[0]));
           return;
         }
         default:
@@ -318,16 +345,18 @@ void RankRuntime::Impl::run_backward(const Task& task, const OpShape& op, const 
 // norm's input, [q | k] per token). The backward reads that input and turns the gradient of the
 // normalized queries and keys into their inputs' gradient, in place. Each block of columns is
 // copied out to rows of its own, normalized, and copied back.
+template <typename T>
 void RankRuntime::Impl::qk_norm(const OpShape& op, const Operands& o) {
+  Kernels<T>& kernels = backend.kernels<T>();
   const bool forward = op.direction == Direction::kForward;
   const QkvColumns c = qkv_columns();
   const int64_t hd = c.head_dim;
   const int64_t width = c.width();
   const int64_t qk_width = c.v_first();
   const int64_t n = tokens_per_micro_batch;
-  float* qkv = data(o.out.at(0));
-  const float* saved = forward ? nullptr : data(o.in.at(0));
-  if (forward) backend.copy_2d(data(o.out.at(1)), qk_width, qkv, width, n, qk_width);
+  T* qkv = data<T>(o.out.at(0));
+  const T* saved = forward ? nullptr : data<T>(o.in.at(0));
+  if (forward) backend.copy_2d(data<T>(o.out.at(1)), qk_width, qkv, width, n, qk_width);
   const bool per_head = op.function == OpFunction::kQkNorm;
   for (const auto& [heads, first_col, weights, grad] :
        {std::tuple(c.q_heads, int64_t{0}, o.weights.at(0), forward ? kNoTensor : o.grads.at(0)),
@@ -336,17 +365,18 @@ void RankRuntime::Impl::qk_norm(const OpShape& op, const Operands& o) {
     const int64_t cols = heads * hd;
     const int64_t rows = per_head ? n * heads : n;
     const int64_t norm_width = per_head ? hd : cols;
-    float* block = workspace(3, n * cols);
-    float* result = workspace(4, n * cols);
+    T* block = workspace<T>(3, n * cols);
+    T* result = workspace<T>(4, n * cols);
     if (forward) {
       backend.copy_2d(block, cols, qkv + first_col, width, n, cols);
-      backend.rmsnorm_forward(result, workspace(1, rows), block, data(weights), rows, norm_width);
+      kernels.rmsnorm_forward(result, workspace<float>(1, rows), block, data<T>(weights), rows,
+                              norm_width);
     } else {
-      float* input = workspace(5, n * cols);
+      T* input = workspace<T>(5, n * cols);
       backend.copy_2d(input, cols, saved + first_col, qk_width, n, cols);
       backend.copy_2d(block, cols, qkv + first_col, width, n, cols);
-      backend.rmsnorm_backward_from_input(result, data(grad), block, input, data(weights), rows,
-                                          norm_width);
+      kernels.rmsnorm_backward_from_input(result, data<float>(grad), block, input, data<T>(weights),
+                                          rows, norm_width);
     }
     backend.copy_2d(qkv + first_col, width, result, cols, n, cols);
   }
@@ -354,15 +384,17 @@ void RankRuntime::Impl::qk_norm(const OpShape& op, const Operands& o) {
 
 // Rotary embedding in place on the queries' and the keys' columns of a fused QKV output (or its
 // gradient, rotated back), this rank's heads.
-void RankRuntime::Impl::rotate(float* qkv, Direction direction) {
+template <typename T>
+void RankRuntime::Impl::rotate(T* qkv, Direction direction) {
+  Kernels<T>& kernels = backend.kernels<T>();
   const QkvColumns c = qkv_columns();
   for (const auto& [heads, first_col] :
        {std::pair(c.q_heads, int64_t{0}), std::pair(c.kv_heads, c.k_first())}) {
     if (direction == Direction::kForward) {
-      backend.rotary_forward(qkv, qkv, plan.micro_batch, plan.seq_len, heads, c.head_dim, c.width(),
+      kernels.rotary_forward(qkv, qkv, plan.micro_batch, plan.seq_len, heads, c.head_dim, c.width(),
                              first_col, model.rope_theta);
     } else {
-      backend.rotary_backward(qkv, qkv, plan.micro_batch, plan.seq_len, heads, c.head_dim,
+      kernels.rotary_backward(qkv, qkv, plan.micro_batch, plan.seq_len, heads, c.head_dim,
                               c.width(), first_col, model.rope_theta);
     }
   }
@@ -373,7 +405,9 @@ void RankRuntime::Impl::rotate(float* qkv, Direction direction) {
 // kernel), the probabilities and, under dropout, their mask and the dropped probabilities; the
 // backward reads them, or recomputes the probabilities and draws the mask again as flash
 // attention's backward does (in workspaces).
+template <typename T>
 void RankRuntime::Impl::run_attention(const Task& task, const OpShape& op, const Operands& o) {
+  Kernels<T>& kernels = backend.kernels<T>();
   const int64_t b = op.dims[0];
   const int64_t s = op.dims[1];
   const int64_t heads = op.dims[2];
@@ -384,40 +418,40 @@ void RankRuntime::Impl::run_attention(const Task& task, const OpShape& op, const
   const int64_t kv_heads = qkv_columns().kv_heads;
   // The stored tensors, after the output (forward) or after dout, qkv and the output (backward):
   // the probabilities, then the mask and the dropped probabilities.
-  float* att = nullptr;
-  float* keep = nullptr;
-  float* dropped = nullptr;
+  T* att = nullptr;
+  T* keep = nullptr;
+  T* dropped = nullptr;
   const std::span<const TensorId> stored =
       forward ? std::span<const TensorId>(o.out.data(), o.out.size()).subspan(1)
               : std::span<const TensorId>(o.in.data(), o.in.size()).subspan(3);
   for (const TensorId t : stored) {
     if (elements(t) != probabilities) continue;  // flash attention's log-sum-exp
     if (is_mask(t)) {
-      keep = data(t);
+      keep = data<T>(t);
     } else if (att == nullptr) {
-      att = data(t);
+      att = data<T>(t);
     } else {
-      dropped = data(t);
+      dropped = data<T>(t);
     }
   }
   const float scale = dropout_scale(model.attention_dropout);
   if (model.dropout && (forward || keep == nullptr)) {
-    if (keep == nullptr) keep = workspace(3, probabilities);
+    if (keep == nullptr) keep = workspace<T>(3, probabilities);
     draw_probability_mask(task, keep, heads);
   }
   if (forward) {
-    if (att == nullptr) att = workspace(1, probabilities);
-    backend.gqa_attention_forward(data(o.out.at(0)), att, data(qkv), b, s, heads, kv_heads, hd,
-                                  op.window, keep, scale, dropped);
+    if (att == nullptr) att = workspace<T>(1, probabilities);
+    kernels.gqa_attention_forward(data<T>(o.out.at(0)), att, data<T>(qkv), b, s, heads, kv_heads,
+                                  hd, op.window, keep, scale, dropped);
     return;
   }
   if (att == nullptr) {
-    att = workspace(1, probabilities);
-    backend.gqa_attention_forward(workspace(2, b * s * heads * hd), att, data(qkv), b, s, heads,
-                                  kv_heads, hd, op.window, nullptr, 1.0f, nullptr);
+    att = workspace<T>(1, probabilities);
+    kernels.gqa_attention_forward(workspace<T>(2, b * s * heads * hd), att, data<T>(qkv), b, s,
+                                  heads, kv_heads, hd, op.window, nullptr, 1.0f, nullptr);
   }
-  backend.gqa_attention_backward(data(o.out.at(0)), data(o.in.at(0)), data(qkv), att, b, s, heads,
-                                 kv_heads, hd, op.window, keep, scale);
+  kernels.gqa_attention_backward(data<T>(o.out.at(0)), data<T>(o.in.at(0)), data<T>(qkv), att, b, s,
+                                 heads, kv_heads, hd, op.window, keep, scale);
 }
 
 int64_t RankRuntime::Impl::sequence_of(int64_t micro_batch, int64_t b) const {
@@ -438,6 +472,7 @@ uint64_t draws_of(uint64_t seed, const Task& task) {
 
 // Row (b, t) of the micro-batch's residual stream is keyed by (sequence of b, t), the columns by
 // their index: every rank draws its rows of the same mask, whatever the plan.
+template <typename T>
 void RankRuntime::Impl::draw_hidden_mask(const Task& task, TensorId mask) {
   const int64_t c = model.hidden;
   const int64_t rows = elements(mask) / c;
@@ -452,13 +487,14 @@ void RankRuntime::Impl::draw_hidden_mask(const Task& task, TensorId mask) {
         cpu::dropout_key(static_cast<uint64_t>(sequence_of(task.micro_batch, row / s)),
                          static_cast<uint64_t>(row % s));
   }
-  backend.dropout_mask(data(mask), draws_of(seed, task), keys.data(), rows, c,
-                       model.hidden_dropout);
+  backend.kernels<T>().dropout_mask(data<T>(mask), draws_of(seed, task), keys.data(), rows, c,
+                                    model.hidden_dropout);
 }
 
 // Row (b, head, query) of the probabilities is keyed by (sequence of b, global head, query), the
 // columns by the key's position: a TP rank draws its heads' rows of the same mask.
-void RankRuntime::Impl::draw_probability_mask(const Task& task, float* keep, int64_t heads) {
+template <typename T>
+void RankRuntime::Impl::draw_probability_mask(const Task& task, T* keep, int64_t heads) {
   const int64_t b = plan.micro_batch;
   const int64_t s = plan.seq_len;
   std::vector<uint64_t> keys(static_cast<size_t>(b * heads * s));
@@ -471,49 +507,51 @@ void RankRuntime::Impl::draw_probability_mask(const Task& task, float* keep, int
             cpu::dropout_key(head, static_cast<uint64_t>(i));
     }
   }
-  backend.dropout_mask(keep, draws_of(seed, task), keys.data(), b * heads * s, s,
-                       model.attention_dropout);
+  backend.kernels<T>().dropout_mask(keep, draws_of(seed, task), keys.data(), b * heads * s, s,
+                                    model.attention_dropout);
 }
 
 // The vocabulary-parallel cross-entropy over the logits of this rank's shard, dims {tokens,
 // vocab_cols}: the forward in one pass (one shard) or two around the all-reduce of the max; the
 // backward the logits' gradient of the mean loss over the global batch, and the per-token losses
 // the step reports (once per TP group).
+template <typename T>
 void RankRuntime::Impl::run_loss(const Task& task, const OpShape& op, const Operands& o) {
+  Kernels<T>& kernels = backend.kernels<T>();
   const int64_t n = op.dims[0];
   const int64_t vocab = op.dims[1];
   const int64_t vocab_start = coord.tp * vocab;
   const int32_t* targets = tokens(task.micro_batch, true);
-  const float* logits = data(o.in.at(0));
+  const T* logits = data<T>(o.in.at(0));
   if (op.direction == Direction::kForward) {
     switch (op.function) {
       case OpFunction::kLossMax:
-        backend.row_max(data(o.out.at(0)), logits, n, vocab);
+        kernels.row_max(data<float>(o.out.at(0)), logits, n, vocab);
         return;
       case OpFunction::kLossPartials:
-        backend.cross_entropy_partials(data(o.out.at(1)), data(o.out.at(0)), logits,
-                                       data(o.in.at(1)), targets, vocab_start, n, vocab);
+        kernels.cross_entropy_partials(data<float>(o.out.at(1)), data<float>(o.out.at(0)), logits,
+                                       data<float>(o.in.at(1)), targets, vocab_start, n, vocab);
         return;
       default:  // max, target logit, sum
-        backend.row_max(data(o.out.at(0)), logits, n, vocab);
-        backend.cross_entropy_partials(data(o.out.at(2)), data(o.out.at(1)), logits, data(o.out[0]),
-                                       targets, vocab_start, n, vocab);
+        kernels.row_max(data<float>(o.out.at(0)), logits, n, vocab);
+        kernels.cross_entropy_partials(data<float>(o.out.at(2)), data<float>(o.out.at(1)), logits,
+                                       data<float>(o.out[0]), targets, vocab_start, n, vocab);
         return;
     }
   }
-  const float* max = data(o.in.at(1));
-  const float* target = data(o.in.at(2));
-  const float* sum = data(o.in.at(3));
+  const float* max = data<float>(o.in.at(1));
+  const float* target = data<float>(o.in.at(2));
+  const float* sum = data<float>(o.in.at(3));
   // The step's loss is the mean over every token of the global batch.
   const auto scale =
       static_cast<float>(1.0 / static_cast<double>(plan.global_batch * plan.seq_len));
-  backend.cross_entropy_backward(data(o.out.at(0)), logits, max, sum, targets, vocab_start, scale,
-                                 n, vocab);
+  kernels.cross_entropy_backward(data<T>(o.out.at(0)), logits, max, sum, targets, vocab_start,
+                                 scale, n, vocab);
   if (coord.tp != 0) return;  // every TP rank holds the same losses: count them once
-  float* losses = workspace(1, n);
-  backend.cross_entropy_losses(losses, sum, max, target, n);
+  float* losses = workspace<float>(1, n);
+  kernels.cross_entropy_losses(losses, sum, max, target, n);
   std::vector<float> host(static_cast<size_t>(n));
-  backend.download(host, losses);
+  backend.download(std::span(host), losses);
   for (const float loss : host) measurement.loss_sum += loss;
   measurement.loss_tokens += n;
 }

@@ -9,8 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include <boost/container/small_vector.hpp>
 
+#include "common/error.hpp"
 #include "exec/rank_runtime.hpp"
 #include "plan/rank_layout.hpp"
 
@@ -52,11 +54,31 @@ struct RankRuntime::Impl {
   };
   void bind_tensors();
   ParamState& param_of(TensorId id);
-  float* data(TensorId id);
+  // A tensor's elements, as its storage type T (storage_dtype).
+  template <typename T>
+  T* data(TensorId id) {
+    const TensorSlot& slot = slots[static_cast<size_t>(id)];
+    STRATA_ASSERT(slot.buffer != nullptr && slot.buffer->allocated(),
+                  fmt::format("rank {} uses tensor {} while it holds no memory", rank, id));
+    return slot.buffer->data<T>();
+  }
   int64_t elements(TensorId id) const { return graph.shape_of(id).elements(); }
+  // How the runtime stores a tensor: in the graph's dtype, a dropout mask (1 byte in the graph,
+  // as the frameworks keep it) in the plan's working dtype, as the kernels read it.
+  DType storage_dtype(TensorId id) const {
+    const DType dtype = graph.shape_of(id).dtype;
+    return dtype == DType::kU8 ? plan.dtype : dtype;
+  }
   // Scratch inside one kernel call (a norm's statistics, the probabilities flash attention
   // recomputes, an input gradient before it is added into its tensor): never a graph tensor.
-  float* workspace(size_t index, int64_t elements);
+  template <typename T>
+  T* workspace(size_t index, int64_t elements) {
+    DeviceTensor& buffer = workspaces[index];
+    if (buffer.dtype() != dtype_of<T>() || buffer.size() < elements) {
+      buffer = DeviceTensor(backend, elements, dtype_of<T>());
+    }
+    return buffer.data<T>();
+  }
   Operands operands(std::span<const TensorUse> uses) const;
 
   // A task as issued, in marks on its stream (Backend::mark), and what the host saw: the time it
@@ -80,27 +102,39 @@ struct RankRuntime::Impl {
   void run_p2p(const Task& task, std::span<const TensorUse> uses);
   void post_p2p(const Task& task, std::span<const TensorUse> uses);
   void finish_p2p(const Task& task, std::span<const TensorUse> uses);
+  // Compute tasks run with the kernels of T, the storage type of their activations (the
+  // plan's working dtype; the loss's, its logits' type).
   void run_compute(const Task& task, std::span<const TensorUse> uses);
+  template <typename T>
   void run_forward(const Task& task, const OpShape& op, const Operands& o);
+  template <typename T>
   void run_backward(const Task& task, const OpShape& op, const Operands& o);
+  template <typename T>
   void run_attention(const Task& task, const OpShape& op, const Operands& o);
   // Dropout (docs/design.md, "Executor"): the mask a task draws from its random stream (a
   // residual add's tensor, this rank's rows of the micro-batch's residual stream), and the
   // attention probabilities' mask (B, this rank's heads, T, T) into `keep`.
+  template <typename T>
   void draw_hidden_mask(const Task& task, TensorId mask);
-  void draw_probability_mask(const Task& task, float* keep, int64_t heads);
+  template <typename T>
+  void draw_probability_mask(const Task& task, T* keep, int64_t heads);
   // The index in the run of the micro-batch's b-th sequence on this rank.
   int64_t sequence_of(int64_t micro_batch, int64_t b) const;
   bool is_mask(TensorId id) const { return graph.shape_of(id).dtype == DType::kU8; }
   QkvColumns qkv_columns() const {
     return {model.head_dim(), model.heads / plan.tp, model.kv_heads / plan.tp};
   }
-  void rotate(float* qkv, Direction direction);
+  template <typename T>
+  void rotate(T* qkv, Direction direction);
+  template <typename T>
   void qk_norm(const OpShape& op, const Operands& o);
+  template <typename T>
   void run_loss(const Task& task, const OpShape& op, const Operands& o);
   void run_optimizer();
   // Writes the input gradient a backward kernel computes into out[0] (=), or adds it (+=).
-  float* input_gradient(const Operands& o, int64_t elements);
+  template <typename T>
+  T* input_gradient(const Operands& o, int64_t elements);
+  template <typename T>
   void finish_input_gradient(const Operands& o, int64_t elements);
   const int32_t* tokens(int64_t micro_batch, bool targets);
   RankGroup group(const Task& task) const { return graph.group(task.group).ranks; }

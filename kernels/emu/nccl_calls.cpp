@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda_bf16.h"
 #include "kernels/emu/nccl_state.hpp"
 #include "nccl.h"
 #include "strata_emu.hpp"
@@ -40,6 +41,17 @@ void submit(Pending call) {
 // in communicator rank order, ((x0 + x1) + x2) + ..., one step at a time in T: the steps
 // exec/inprocess_communicator.cpp takes.
 template <typename T>
+T combine(T accumulated, T next, ncclRedOp_t redop) {
+  return redop == ncclSum ? accumulated + next : (next > accumulated ? next : accumulated);
+}
+// bf16 in fp32, each step rounded to nearest even, as NCCL's bf16 reductions compute.
+__nv_bfloat16 combine(__nv_bfloat16 accumulated, __nv_bfloat16 next, ncclRedOp_t redop) {
+  const float a = __bfloat162float(accumulated);
+  const float b = __bfloat162float(next);
+  return redop == ncclSum ? __float2bfloat16_rn(a + b) : (b > a ? next : accumulated);
+}
+
+template <typename T>
 void reduce(std::byte* result, const std::vector<std::optional<Post>>& posts, size_t offset,
             size_t count, ncclRedOp_t redop) {
   const size_t bytes = count * sizeof(T);
@@ -48,10 +60,7 @@ void reduce(std::byte* result, const std::vector<std::optional<Post>>& posts, si
   std::memcpy(accumulated.data(), posts[0]->input.data() + offset * sizeof(T), bytes);
   for (size_t j = 1; j < posts.size(); ++j) {
     std::memcpy(next.data(), posts[j]->input.data() + offset * sizeof(T), bytes);
-    for (size_t i = 0; i < count; ++i) {
-      accumulated[i] = redop == ncclSum ? accumulated[i] + next[i]
-                                        : (next[i] > accumulated[i] ? next[i] : accumulated[i]);
-    }
+    for (size_t i = 0; i < count; ++i) accumulated[i] = combine(accumulated[i], next[i], redop);
   }
   std::memcpy(result, accumulated.data(), bytes);
 }
@@ -60,6 +69,8 @@ void reduce(std::byte* result, const std::vector<std::optional<Post>>& posts, si
             size_t count, ncclDataType_t datatype, ncclRedOp_t redop) {
   if (datatype == ncclFloat32) {
     reduce<float>(result, posts, offset, count, redop);
+  } else if (datatype == ncclBfloat16) {
+    reduce<__nv_bfloat16>(result, posts, offset, count, redop);
   } else {
     reduce<double>(result, posts, offset, count, redop);
   }
@@ -87,8 +98,10 @@ ncclResult_t collective(const Collective& c, ncclComm_t comm, cudaStream_t strea
   const bool reduces = c.op == NcclOp::kAllReduce || c.op == NcclOp::kReduceScatter;
   if (element_bytes(c.datatype) == 0)
     return refuse_call(call, ncclInvalidArgument, "invalid datatype");
-  if (reduces && (c.datatype != ncclFloat32 && c.datatype != ncclFloat64)) {
-    fail(std::string(what) + ": the emulated NCCL reduces ncclFloat32 and ncclFloat64 only");
+  if (reduces &&
+      (c.datatype != ncclFloat32 && c.datatype != ncclFloat64 && c.datatype != ncclBfloat16)) {
+    fail(std::string(what) +
+         ": the emulated NCCL reduces ncclFloat32, ncclFloat64 and ncclBfloat16 only");
   }
   if (reduces && c.redop != ncclSum && c.redop != ncclMax) {
     fail(std::string(what) + ": the emulated NCCL reduces with ncclSum and ncclMax only");

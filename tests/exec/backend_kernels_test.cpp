@@ -59,7 +59,7 @@ TEST_CASE("backend matmul_forward_accumulate is cpu::matmul_forward_accumulate, 
   const auto start = random_floats(kN * kOC, 3);
   const auto backend = make_cpu_backend();
   auto got = start;
-  backend->matmul_forward_accumulate(got.data(), inp.data(), weight.data(), kN, kC, kOC);
+  backend->fp32().matmul_forward_accumulate(got.data(), inp.data(), weight.data(), kN, kC, kOC);
   auto want = start;
   cpu::matmul_forward_accumulate(want.data(), inp.data(), weight.data(), kN, kC, kOC);
   check_bit_identical("out", got, want);
@@ -77,15 +77,15 @@ TEST_CASE("backend rmsnorm forward and backward are cpu::rmsnorm_*, bit for bit"
   const auto backend = make_cpu_backend();
 
   std::vector<float> out(kN * kC), rstd(kN), want_out(kN * kC), want_rstd(kN);
-  backend->rmsnorm_forward(out.data(), rstd.data(), inp.data(), weight.data(), kN, kC);
+  backend->fp32().rmsnorm_forward(out.data(), rstd.data(), inp.data(), weight.data(), kN, kC);
   cpu::rmsnorm_forward(want_out.data(), want_rstd.data(), inp.data(), weight.data(), kN, kC);
   check_bit_identical("out", out, want_out);
   check_bit_identical("rstd", rstd, want_rstd);
 
   auto dinp = garbage, want_dinp = garbage;
   auto dweight = dweight_start, want_dweight = dweight_start;
-  backend->rmsnorm_backward(dinp.data(), dweight.data(), dout.data(), inp.data(), weight.data(),
-                            rstd.data(), kN, kC);
+  backend->fp32().rmsnorm_backward(dinp.data(), dweight.data(), dout.data(), inp.data(),
+                                   weight.data(), rstd.data(), kN, kC);
   cpu::rmsnorm_backward(want_dinp.data(), want_dweight.data(), dout.data(), inp.data(),
                         weight.data(), want_rstd.data(), kN, kC);
   check_bit_identical("dinp", dinp, want_dinp);
@@ -105,14 +105,14 @@ TEST_CASE("backend swiglu and geglu forward and backward are cpu::swiglu_*, gegl
     std::vector<float> out(kN * kH), want_out(kN * kH);
     auto dinp = garbage, want_dinp = garbage;
     if (swiglu) {
-      backend->swiglu_forward(out.data(), inp.data(), kN, kH);
+      backend->fp32().swiglu_forward(out.data(), inp.data(), kN, kH);
       cpu::swiglu_forward(want_out.data(), inp.data(), kN, kH);
-      backend->swiglu_backward(dinp.data(), inp.data(), dout.data(), kN, kH);
+      backend->fp32().swiglu_backward(dinp.data(), inp.data(), dout.data(), kN, kH);
       cpu::swiglu_backward(want_dinp.data(), inp.data(), dout.data(), kN, kH);
     } else {
-      backend->geglu_forward(out.data(), inp.data(), kN, kH);
+      backend->fp32().geglu_forward(out.data(), inp.data(), kN, kH);
       cpu::geglu_forward(want_out.data(), inp.data(), kN, kH);
-      backend->geglu_backward(dinp.data(), inp.data(), dout.data(), kN, kH);
+      backend->fp32().geglu_backward(dinp.data(), inp.data(), dout.data(), kN, kH);
       cpu::geglu_backward(want_dinp.data(), inp.data(), dout.data(), kN, kH);
     }
     check_bit_identical("out", out, want_out);
@@ -155,8 +155,8 @@ TEST_CASE("backend gqa attention forward and backward are cpu::gqa_attention_*, 
     INFO("window " << window);
     std::vector<float> out(kB * kT * kNH * kHS), att(kB * kNH * kT * kT);
     auto want_out = out, want_att = att;
-    backend->gqa_attention_forward(out.data(), att.data(), qkv.data(), kB, kT, kNH, kNKV, kHS,
-                                   window, nullptr, 1.0f, nullptr);
+    backend->fp32().gqa_attention_forward(out.data(), att.data(), qkv.data(), kB, kT, kNH, kNKV,
+                                          kHS, window, nullptr, 1.0f, nullptr);
     cpu::gqa_attention_forward(want_out.data(), want_att.data(), qkv.data(), kB, kT, kNH, kNKV, kHS,
                                window, static_cast<const float*>(nullptr), 1.0f,
                                static_cast<float*>(nullptr));
@@ -164,8 +164,8 @@ TEST_CASE("backend gqa attention forward and backward are cpu::gqa_attention_*, 
     check_bit_identical("att", att, want_att);
 
     auto dqkv = garbage, want_dqkv = garbage;
-    backend->gqa_attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), kB, kT, kNH,
-                                    kNKV, kHS, window, nullptr, 1.0f);
+    backend->fp32().gqa_attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), kB, kT,
+                                           kNH, kNKV, kHS, window, nullptr, 1.0f);
     cpu::gqa_attention_backward(want_dqkv.data(), dout.data(), qkv.data(), want_att.data(), kB, kT,
                                 kNH, kNKV, kHS, window, static_cast<const float*>(nullptr), 1.0f);
     check_bit_identical("dqkv", dqkv, want_dqkv);
@@ -183,12 +183,12 @@ TEST_CASE("backend rotary forward and backward are cpu::rotary_*, bit for bit") 
   const auto backend = make_cpu_backend();
 
   auto out = garbage, want_out = garbage;
-  backend->rotary_forward(out.data(), inp.data(), kB, kT, kNKV, kHS, kW, kKeyCol, kTheta);
+  backend->fp32().rotary_forward(out.data(), inp.data(), kB, kT, kNKV, kHS, kW, kKeyCol, kTheta);
   cpu::rotary_forward(want_out.data(), inp.data(), kB, kT, kNKV, kHS, kW, kKeyCol, kTheta);
   check_bit_identical("out", out, want_out);
 
   auto dinp = garbage, want_dinp = garbage;
-  backend->rotary_backward(dinp.data(), dout.data(), kB, kT, kNKV, kHS, kW, kKeyCol, kTheta);
+  backend->fp32().rotary_backward(dinp.data(), dout.data(), kB, kT, kNKV, kHS, kW, kKeyCol, kTheta);
   cpu::rotary_backward(want_dinp.data(), dout.data(), kB, kT, kNKV, kHS, kW, kKeyCol, kTheta);
   check_bit_identical("dinp", dinp, want_dinp);
 }
@@ -222,8 +222,9 @@ TEST_CASE(
 
   auto dinp = garbage;
   auto dweight = dweight_start, dbias = dbias_start;
-  backend->layernorm_backward_from_input(dinp.data(), dweight.data(), dbias.data(), dout.data(),
-                                         inp.data(), weight.data(), kManyRows, kC);
+  backend->fp32().layernorm_backward_from_input(dinp.data(), dweight.data(), dbias.data(),
+                                                dout.data(), inp.data(), weight.data(), kManyRows,
+                                                kC);
   check_bit_identical("dinp", dinp, want_dinp);
   check_bit_identical("dweight", dweight, want_dweight);
   check_bit_identical("dbias", dbias, want_dbias);
@@ -231,8 +232,9 @@ TEST_CASE(
   // A null dbias (a norm without bias) skips only dbias.
   auto dinp_no_bias = garbage;
   auto dweight_no_bias = dweight_start;
-  backend->layernorm_backward_from_input(dinp_no_bias.data(), dweight_no_bias.data(), nullptr,
-                                         dout.data(), inp.data(), weight.data(), kManyRows, kC);
+  backend->fp32().layernorm_backward_from_input(dinp_no_bias.data(), dweight_no_bias.data(),
+                                                nullptr, dout.data(), inp.data(), weight.data(),
+                                                kManyRows, kC);
   check_bit_identical("dinp, null dbias", dinp_no_bias, want_dinp);
   check_bit_identical("dweight, null dbias", dweight_no_bias, want_dweight);
 }
@@ -258,8 +260,8 @@ TEST_CASE(
 
   auto dinp = garbage;
   auto dweight = dweight_start;
-  backend->rmsnorm_backward_from_input(dinp.data(), dweight.data(), dout.data(), inp.data(),
-                                       weight.data(), kManyRows, kC);
+  backend->fp32().rmsnorm_backward_from_input(dinp.data(), dweight.data(), dout.data(), inp.data(),
+                                              weight.data(), kManyRows, kC);
   check_bit_identical("dinp", dinp, want_dinp);
   check_bit_identical("dweight", dweight, want_dweight);
 }

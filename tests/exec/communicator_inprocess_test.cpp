@@ -19,7 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "exec/backend.hpp"
 #include "exec/inprocess_communicator.hpp"
+#include "exec/loopback_communicator.hpp"
 #include "tests/exec/communicator_values.hpp"
 
 namespace strata {
@@ -137,6 +139,70 @@ TEST_CASE(
     "serial sum in group order bitwise",
     "[communicator]") {
   check_concurrent_sums<double>();
+}
+
+// Fact: the same in bf16, each step rounded to bf16 (common/bf16.hpp): ((x0 + x1) + x2) + ...
+TEST_CASE(
+    "in-process all_reduce bf16 sum over concurrent tp, dp and world groups equals the "
+    "serial sum in group order bitwise",
+    "[communicator]") {
+  check_concurrent_sums<Bf16>();
+}
+
+// Fact: in bf16, reduce_scatter gives member i the group-order sum of chunk i, all_gather the
+// concatenation, broadcast the root's data and send/recv the message, bit for bit; directly and
+// through the loopback communicator over the CPU backend (whose device memory is the host's).
+TEST_CASE("in-process and loopback bf16 collectives and messages equal the serial results",
+          "[communicator]") {
+  for (const bool loopback : {false, true}) {
+    INFO((loopback ? "loopback" : "in-process"));
+    PerRank<Bf16> results(kWorld);
+    run_ranks([&](Communicator& host) {
+      const std::unique_ptr<Backend> cpu = make_cpu_backend();
+      const std::unique_ptr<Communicator> staged = make_loopback_communicator(host, *cpu);
+      Communicator& comm = loopback ? *staged : host;
+      const int32_t rank = comm.rank();
+      auto& mine = results[static_cast<size_t>(rank)];
+      const Group group = world_group();
+      const std::vector<Bf16> send = communicator_values<Bf16>(rank, kWorld * kElements, 60);
+      std::vector<Bf16> recv(kElements);
+      comm.reduce_scatter(send, recv, group);
+      mine.push_back(recv);
+      const std::vector<Bf16> piece = communicator_values<Bf16>(rank, kElements, 61);
+      std::vector<Bf16> gathered(kWorld * kElements);
+      comm.all_gather(piece, gathered, group);
+      mine.push_back(gathered);
+      std::vector<Bf16> broadcast = communicator_values<Bf16>(rank, kElements, 62);
+      comm.broadcast(std::span(broadcast), 5, group);
+      mine.push_back(broadcast);
+      comm.send(std::span<const Bf16>(piece), (rank + 1) % kWorld, 3);
+      std::vector<Bf16> message(kElements);
+      comm.recv(std::span(message), (rank + kWorld - 1) % kWorld, 3);
+      mine.push_back(message);
+    });
+    std::vector<std::vector<Bf16>> pieces;
+    std::vector<Bf16> concatenated;
+    for (int32_t member = 0; member < kWorld; ++member) {
+      pieces.push_back(communicator_values<Bf16>(member, kElements, 61));
+      concatenated.insert(concatenated.end(), pieces.back().begin(), pieces.back().end());
+    }
+    for (int32_t rank = 0; rank < kWorld; ++rank) {
+      INFO("rank " << rank);
+      std::vector<std::vector<Bf16>> chunks;
+      for (int32_t member = 0; member < kWorld; ++member) {
+        const auto send = communicator_values<Bf16>(member, kWorld * kElements, 60);
+        const auto first = send.begin() + static_cast<std::ptrdiff_t>(rank * kElements);
+        chunks.emplace_back(first, first + static_cast<std::ptrdiff_t>(kElements));
+      }
+      REQUIRE(order_matters(chunks));
+      const auto& mine = results[static_cast<size_t>(rank)];
+      CHECK(bitwise_equal<Bf16>(mine[0], serial_reduce(chunks, ReduceOp::kSum)));
+      CHECK(bitwise_equal<Bf16>(mine[1], concatenated));
+      CHECK(bitwise_equal<Bf16>(mine[2], communicator_values<Bf16>(5, kElements, 62)));
+      CHECK(
+          bitwise_equal<Bf16>(mine[3], pieces[static_cast<size_t>((rank + kWorld - 1) % kWorld)]));
+    }
+  }
 }
 
 // Fact: kMax gives each element's largest value over the group (inputs of both signs).

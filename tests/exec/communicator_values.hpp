@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "exec/communicator.hpp"
@@ -16,18 +17,23 @@ namespace strata::test {
 // Element k of member `rank`'s buffer in the call numbered `call`: +-m x {big, 1, 0.37, 1e-3}
 // with m in [1, 2) of full precision (so sums of big values round too), big = 1e8 in float and
 // 1e17 in double; splitmix64 of (rank, call, k) picks.
+// In bf16 the float value rounded (bf16's ulp at 1e8 is 2^19, so the sums round there too).
 template <typename T>
 T communicator_value(int32_t rank, size_t k, uint64_t call) {
-  uint64_t h = (static_cast<uint64_t>(rank) << 40) ^ (call << 20) ^ k;
-  h += 0x9e3779b97f4a7c15ULL;
-  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
-  h ^= h >> 31;
-  const T big = sizeof(T) == sizeof(float) ? T(1e8) : T(1e17);
-  const T magnitudes[] = {big, T(1), T(0.37), T(1e-3)};
-  const T mantissa = static_cast<T>(1.0 + static_cast<double>(h >> 12) * 0x1p-52);
-  const T value = magnitudes[h % 4] * mantissa;
-  return ((h >> 8) & 1) != 0 ? -value : value;
+  if constexpr (std::is_same_v<T, Bf16>) {
+    return Bf16::from_float(communicator_value<float>(rank, k, call));
+  } else {
+    uint64_t h = (static_cast<uint64_t>(rank) << 40) ^ (call << 20) ^ k;
+    h += 0x9e3779b97f4a7c15ULL;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+    h ^= h >> 31;
+    const T big = sizeof(T) == sizeof(float) ? T(1e8) : T(1e17);
+    const T magnitudes[] = {big, T(1), T(0.37), T(1e-3)};
+    const T mantissa = static_cast<T>(1.0 + static_cast<double>(h >> 12) * 0x1p-52);
+    const T value = magnitudes[h % 4] * mantissa;
+    return ((h >> 8) & 1) != 0 ? -value : value;
+  }
 }
 
 template <typename T>

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,7 @@ namespace {
 
 using test::bitwise_equal;
 using test::communicator_values;
+using test::order_matters;
 using test::serial_reduce;
 
 constexpr int32_t kWorld = 4;
@@ -41,6 +43,7 @@ std::vector<Group> all_groups() { return {{0, 1}, {2, 3}, {0, 2}, {1, 3}, world_
 struct Results {
   std::vector<std::vector<float>> floats;
   std::vector<std::vector<double>> doubles;
+  std::vector<std::vector<Bf16>> bf16s;
 };
 
 template <typename T>
@@ -105,6 +108,26 @@ Results run_script(Communicator& comm) {
   comm.recv(one, previous, 1);
   results.floats.push_back(two);
   results.floats.push_back(one);
+  // bf16 (moved as 16-bit words, summed in group order): a sum over the world, reduce_scatter,
+  // all_gather, broadcast from rank 1, and a message around the ring.
+  std::vector<Bf16> bf16_sum = communicator_values<Bf16>(rank, kElements, 40);
+  comm.all_reduce(std::span<Bf16>(bf16_sum), world_group(), ReduceOp::kSum);
+  results.bf16s.push_back(bf16_sum);
+  const std::vector<Bf16> bf16_send = communicator_values<Bf16>(rank, kWorld * kElements, 41);
+  std::vector<Bf16> bf16_chunk(kElements);
+  comm.reduce_scatter(bf16_send, bf16_chunk, world_group());
+  results.bf16s.push_back(bf16_chunk);
+  const std::vector<Bf16> bf16_piece = communicator_values<Bf16>(rank, kElements, 42);
+  std::vector<Bf16> bf16_gathered(kWorld * kElements);
+  comm.all_gather(bf16_piece, bf16_gathered, world_group());
+  results.bf16s.push_back(bf16_gathered);
+  std::vector<Bf16> bf16_broadcast = communicator_values<Bf16>(rank, kElements, 43);
+  comm.broadcast(std::span<Bf16>(bf16_broadcast), 1, world_group());
+  results.bf16s.push_back(bf16_broadcast);
+  comm.send(std::span<const Bf16>(bf16_piece), next, 9);
+  std::vector<Bf16> bf16_message(kElements);
+  comm.recv(std::span<Bf16>(bf16_message), previous, 9);
+  results.bf16s.push_back(bf16_message);
   comm.barrier();
   return results;
 }
@@ -144,12 +167,29 @@ Results expected(int32_t rank) {
   }
   results.floats.push_back(communicator_values<float>(previous, 6, 35));
   results.floats.push_back(communicator_values<float>(previous, 5, 34));
+  const auto world_bf16 = inputs<Bf16>(world_group(), kElements, 40);
+  if (!order_matters(world_bf16)) throw std::logic_error("the bf16 inputs cannot tell the order");
+  results.bf16s.push_back(serial_reduce(world_bf16, ReduceOp::kSum));
+  std::vector<std::vector<Bf16>> bf16_chunks;
+  std::vector<Bf16> bf16_gathered;
+  for (int32_t member : world_group()) {
+    const auto send = communicator_values<Bf16>(member, kWorld * kElements, 41);
+    bf16_chunks.emplace_back(send.begin() + static_cast<std::ptrdiff_t>(index * kElements),
+                             send.begin() + static_cast<std::ptrdiff_t>((index + 1) * kElements));
+    const auto piece = communicator_values<Bf16>(member, kElements, 42);
+    bf16_gathered.insert(bf16_gathered.end(), piece.begin(), piece.end());
+  }
+  results.bf16s.push_back(serial_reduce(bf16_chunks, ReduceOp::kSum));
+  results.bf16s.push_back(bf16_gathered);
+  results.bf16s.push_back(communicator_values<Bf16>(1, kElements, 43));
+  results.bf16s.push_back(communicator_values<Bf16>(previous, kElements, 42));
   return results;
 }
 
 // Prints each mismatch; true when `got` is `want` bit for bit.
 bool same(const Results& got, const Results& want, int32_t rank, const char* communicator) {
-  bool ok = got.floats.size() == want.floats.size() && got.doubles.size() == want.doubles.size();
+  bool ok = got.floats.size() == want.floats.size() && got.doubles.size() == want.doubles.size() &&
+            got.bf16s.size() == want.bf16s.size();
   for (size_t i = 0; ok && i < got.floats.size(); ++i) {
     if (bitwise_equal<float>(got.floats[i], want.floats[i])) continue;
     std::fprintf(stderr, "rank %d, %s: float result %zu differs from the serial one\n", rank,
@@ -159,6 +199,12 @@ bool same(const Results& got, const Results& want, int32_t rank, const char* com
   for (size_t i = 0; ok && i < got.doubles.size(); ++i) {
     if (bitwise_equal<double>(got.doubles[i], want.doubles[i])) continue;
     std::fprintf(stderr, "rank %d, %s: double result %zu differs from the serial one\n", rank,
+                 communicator, i);
+    ok = false;
+  }
+  for (size_t i = 0; ok && i < got.bf16s.size(); ++i) {
+    if (bitwise_equal<Bf16>(got.bf16s[i], want.bf16s[i])) continue;
+    std::fprintf(stderr, "rank %d, %s: bf16 result %zu differs from the serial one\n", rank,
                  communicator, i);
     ok = false;
   }

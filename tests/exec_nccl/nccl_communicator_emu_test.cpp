@@ -211,16 +211,17 @@ void run_ranks(const std::vector<Group>& groups,
 }
 
 // A device copy of host values, read back after the calls queued on it.
+template <typename T>
 class DeviceBuffer {
  public:
-  DeviceBuffer(Backend& backend, const std::vector<float>& values)
-      : backend_(backend), tensor_(backend, static_cast<int64_t>(values.size())) {
-    backend.upload(tensor_.data(), values);
+  DeviceBuffer(Backend& backend, const std::vector<T>& values)
+      : backend_(backend), tensor_(backend, static_cast<int64_t>(values.size()), dtype_of<T>()) {
+    backend.upload(tensor_.data<T>(), values);
   }
-  std::span<float> span() { return {tensor_.data(), static_cast<size_t>(tensor_.size())}; }
-  std::vector<float> host() {
-    std::vector<float> values(static_cast<size_t>(tensor_.size()));
-    backend_.download(std::span(values), tensor_.data());
+  std::span<T> span() { return {tensor_.data<T>(), static_cast<size_t>(tensor_.size())}; }
+  std::vector<T> host() {
+    std::vector<T> values(static_cast<size_t>(tensor_.size()));
+    backend_.download(std::span(values), tensor_.data<T>());
     return values;
   }
 
@@ -229,15 +230,15 @@ class DeviceBuffer {
   DeviceTensor tensor_;
 };
 
-TEST_CASE("the NCCL communicator on the emulated NCCL gives the in-process communicator's bits",
-          "[emu][nccl]") {
-  // On each of its groups (tp, dp, pp pair, world) every rank all-reduces floats (sum, max) and
+template <typename T>
+void check_against_inprocess() {
+  // On each of its groups (tp, dp, pp pair, world) every rank all-reduces T (sum, max) and
   // doubles (host scalars), reduce-scatters, all-gathers and broadcasts from the group's last
   // rank, then each first-stage rank sends two messages to its pp peer and gets one back. Inputs
   // where another order rounds differently (tests/exec/communicator_values.hpp); every result
   // must equal the in-process communicator's bit for bit.
   emu::clear_nccl_call_log();
-  std::vector<std::vector<std::vector<float>>> got(kWorld), expected(kWorld);
+  std::vector<std::vector<std::vector<T>>> got(kWorld), expected(kWorld);
   std::vector<std::vector<double>> got_doubles(kWorld), expected_doubles(kWorld);
   run_ranks(layout_groups(), [&](int32_t rank, Communicator& nccl, Communicator& reference,
                                  Backend& backend) {
@@ -248,8 +249,8 @@ TEST_CASE("the NCCL communicator on the emulated NCCL gives the in-process commu
       if (!std::ranges::binary_search(group, rank)) continue;
       const size_t n = kElements;
       for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
-        std::vector<float> host = communicator_values<float>(rank, n, call++);
-        DeviceBuffer device(backend, host);
+        std::vector<T> host = communicator_values<T>(rank, n, call++);
+        DeviceBuffer<T> device(backend, host);
         nccl.all_reduce(device.span(), group, op);
         reference.all_reduce(std::span(host), group, op);
         mine.push_back(device.host());
@@ -265,26 +266,26 @@ TEST_CASE("the NCCL communicator on the emulated NCCL gives the in-process commu
       reference_doubles.insert(reference_doubles.end(), reference_scalars.begin(),
                                reference_scalars.end());
 
-      const std::vector<float> scatter = communicator_values<float>(rank, group.size() * n, call++);
-      DeviceBuffer scatter_send(backend, scatter);
-      DeviceBuffer scattered(backend, std::vector<float>(n));
-      std::vector<float> reference_scattered(n);
+      const std::vector<T> scatter = communicator_values<T>(rank, group.size() * n, call++);
+      DeviceBuffer<T> scatter_send(backend, scatter);
+      DeviceBuffer<T> scattered(backend, std::vector<T>(n));
+      std::vector<T> reference_scattered(n);
       nccl.reduce_scatter(scatter_send.span(), scattered.span(), group);
       reference.reduce_scatter(scatter, std::span(reference_scattered), group);
       mine.push_back(scattered.host());
       theirs.push_back(reference_scattered);
 
-      const std::vector<float> piece = communicator_values<float>(rank, n, call++);
-      DeviceBuffer gather_send(backend, piece);
-      DeviceBuffer gathered(backend, std::vector<float>(group.size() * n));
-      std::vector<float> reference_gathered(group.size() * n);
+      const std::vector<T> piece = communicator_values<T>(rank, n, call++);
+      DeviceBuffer<T> gather_send(backend, piece);
+      DeviceBuffer<T> gathered(backend, std::vector<T>(group.size() * n));
+      std::vector<T> reference_gathered(group.size() * n);
       nccl.all_gather(gather_send.span(), gathered.span(), group);
       reference.all_gather(piece, std::span(reference_gathered), group);
       mine.push_back(gathered.host());
       theirs.push_back(reference_gathered);
 
-      std::vector<float> broadcast = communicator_values<float>(rank, n, call++);
-      DeviceBuffer device_broadcast(backend, broadcast);
+      std::vector<T> broadcast = communicator_values<T>(rank, n, call++);
+      DeviceBuffer<T> device_broadcast(backend, broadcast);
       nccl.broadcast(device_broadcast.span(), group.back(), group);
       reference.broadcast(std::span(broadcast), group.back(), group);
       mine.push_back(device_broadcast.host());
@@ -293,23 +294,23 @@ TEST_CASE("the NCCL communicator on the emulated NCCL gives the in-process commu
     const int32_t peer = rank < 4 ? rank + 4 : rank - 4;
     if (rank < 4) {
       for (uint64_t m = 0; m < 2; ++m) {
-        const std::vector<float> message = communicator_values<float>(rank, 3 + m, 100 + m);
-        DeviceBuffer device(backend, message);
+        const std::vector<T> message = communicator_values<T>(rank, 3 + m, 100 + m);
+        DeviceBuffer<T> device(backend, message);
         nccl.send(device.span(), peer, static_cast<int32_t>(m));
         backend.synchronize();  // the message is copied out before its buffer is freed
       }
-      DeviceBuffer reply(backend, std::vector<float>(5));
+      DeviceBuffer<T> reply(backend, std::vector<T>(5));
       nccl.recv(reply.span(), peer, 7);
       mine.push_back(reply.host());
-      theirs.push_back(communicator_values<float>(peer, 5, 200));
+      theirs.push_back(communicator_values<T>(peer, 5, 200));
     } else {
       for (uint64_t m = 0; m < 2; ++m) {
-        DeviceBuffer device(backend, std::vector<float>(3 + m));
+        DeviceBuffer<T> device(backend, std::vector<T>(3 + m));
         nccl.recv(device.span(), peer, static_cast<int32_t>(m));
         mine.push_back(device.host());
-        theirs.push_back(communicator_values<float>(peer, 3 + m, 100 + m));
+        theirs.push_back(communicator_values<T>(peer, 3 + m, 100 + m));
       }
-      DeviceBuffer reply(backend, communicator_values<float>(rank, 5, 200));
+      DeviceBuffer<T> reply(backend, communicator_values<T>(rank, 5, 200));
       nccl.send(reply.span(), peer, 7);
       backend.synchronize();
     }
@@ -321,11 +322,21 @@ TEST_CASE("the NCCL communicator on the emulated NCCL gives the in-process commu
     REQUIRE(got[r].size() == expected[r].size());
     for (size_t i = 0; i < got[r].size(); ++i) {
       INFO("result " << i);
-      CHECK(test::bitwise_equal<float>(got[r][i], expected[r][i]));
+      CHECK(test::bitwise_equal<T>(got[r][i], expected[r][i]));
     }
     CHECK(test::bitwise_equal<double>(got_doubles[r], expected_doubles[r]));
   }
   check_call_log(emu::nccl_call_log(), layout_groups());
+}
+
+TEST_CASE("the NCCL communicator on the emulated NCCL gives the in-process communicator's bits",
+          "[emu][nccl]") {
+  check_against_inprocess<float>();
+}
+
+// The same in bf16 (ncclBfloat16): each step of a sum rounded to bf16, in group order.
+TEST_CASE("the NCCL communicator in bf16 gives the in-process communicator's bits", "[emu][nccl]") {
+  check_against_inprocess<Bf16>();
 }
 
 TEST_CASE("register_groups splits the same rounds on every rank: here tp, the world, dp, pp",
@@ -414,6 +425,24 @@ class Unbatched : public Communicator {
     nccl_->send(data, peer, tag);
   }
   void recv(std::span<float> data, int32_t peer, int32_t tag) override {
+    nccl_->recv(data, peer, tag);
+  }
+  void all_reduce(std::span<Bf16> data, RankGroup group, ReduceOp op) override {
+    nccl_->all_reduce(data, group, op);
+  }
+  void reduce_scatter(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) override {
+    nccl_->reduce_scatter(send, recv, group);
+  }
+  void all_gather(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) override {
+    nccl_->all_gather(send, recv, group);
+  }
+  void broadcast(std::span<Bf16> data, int32_t root, RankGroup group) override {
+    nccl_->broadcast(data, root, group);
+  }
+  void send(std::span<const Bf16> data, int32_t peer, int32_t tag) override {
+    nccl_->send(data, peer, tag);
+  }
+  void recv(std::span<Bf16> data, int32_t peer, int32_t tag) override {
     nccl_->recv(data, peer, tag);
   }
   void barrier() override { nccl_->barrier(); }

@@ -29,19 +29,20 @@ TEST_CASE("the NCCL communicator runs each collective of a 1-rank world on the G
   nccl->register_groups({group});
 
   const std::vector<float> values = {1.5f, -2.0f, 3.25f};
-  DeviceTensor data(backend, 3);
-  DeviceTensor gathered(backend, 3);
-  backend.upload(data.data(), values);
-  nccl->all_reduce(std::span(data.data(), 3), group, ReduceOp::kSum);
-  nccl->all_reduce(std::span(data.data(), 3), group, ReduceOp::kMax);
-  nccl->broadcast(std::span(data.data(), 3), 0, group);
-  nccl->all_gather(std::span<const float>(data.data(), 3), std::span(gathered.data(), 3), group);
-  nccl->reduce_scatter(std::span<const float>(gathered.data(), 3), std::span(data.data(), 3),
-                       group);
+  DeviceTensor data(backend, 3, DType::kFp32);
+  DeviceTensor gathered(backend, 3, DType::kFp32);
+  backend.upload(data.data<float>(), values);
+  nccl->all_reduce(std::span(data.data<float>(), 3), group, ReduceOp::kSum);
+  nccl->all_reduce(std::span(data.data<float>(), 3), group, ReduceOp::kMax);
+  nccl->broadcast(std::span(data.data<float>(), 3), 0, group);
+  nccl->all_gather(std::span<const float>(data.data<float>(), 3),
+                   std::span(gathered.data<float>(), 3), group);
+  nccl->reduce_scatter(std::span<const float>(gathered.data<float>(), 3),
+                       std::span(data.data<float>(), 3), group);
   std::vector<double> scalar = {0.125};
   nccl->all_reduce(std::span(scalar), group, ReduceOp::kSum);
   std::vector<float> result(3);
-  backend.download(std::span(result), data.data());
+  backend.download(std::span(result), data.data<float>());
   CHECK(result == values);
   CHECK(scalar == std::vector<double>{0.125});
   nccl->barrier();
