@@ -172,10 +172,9 @@ class CudaKernels final : public Kernels<T> {
   // backward: the same kernels, so the bits of the saved-statistics path.
   void layernorm_backward_from_input(T* dinp, float* dweight, float* dbias, const T* dout,
                                      const T* inp, const T* weight, int64_t n, int64_t c) override {
-    auto* stats = static_cast<float*>(device_.scratch((2 * n) * 4 + n * c * int64_t{sizeof(T)}));
+    const auto [out, stats] = norm_scratch(n, c, 2);
     float* mean = stats;
     float* rstd = stats + n;
-    auto* out = reinterpret_cast<T*>(stats + 2 * n);
     cuda::layernorm_forward(ctx(), dev(out), mean, rstd, dev(inp), dev(weight), kNone, n, c);
     cuda::layernorm_backward(ctx(), dev(dinp), dweight, dbias, dev(dout), dev(inp), dev(weight),
                              mean, rstd, kNone, n, c);
@@ -191,8 +190,7 @@ class CudaKernels final : public Kernels<T> {
   }
   void rmsnorm_backward_from_input(T* dinp, float* dweight, const T* dout, const T* inp,
                                    const T* weight, int64_t n, int64_t c) override {
-    auto* rstd = static_cast<float*>(device_.scratch(n * 4 + n * c * int64_t{sizeof(T)}));
-    auto* out = reinterpret_cast<T*>(rstd + n);
+    const auto [out, rstd] = norm_scratch(n, c, 1);
     cuda::rmsnorm_forward(ctx(), dev(out), rstd, dev(inp), dev(weight), n, c);
     cuda::rmsnorm_backward(ctx(), dev(dinp), dweight, dev(dout), dev(inp), dev(weight), rstd, kNone,
                            n, c);
@@ -332,6 +330,16 @@ class CudaKernels final : public Kernels<T> {
   }
 
  private:
+  // Scratch for a norm recomputed from its input: the discarded output (n, c) at the start, as
+  // aligned as the kernels' vector path wants, then `rows` fp32 statistics of n each.
+  std::pair<T*, float*> norm_scratch(int64_t n, int64_t c, int64_t rows) {
+    constexpr int64_t kAlign = 16;
+    const int64_t out_bytes = (n * c * int64_t{sizeof(T)} + kAlign - 1) / kAlign * kAlign;
+    auto* base =
+        static_cast<std::byte*>(device_.scratch(out_bytes + rows * n * int64_t{sizeof(float)}));
+    return {reinterpret_cast<T*>(base), reinterpret_cast<float*>(base + out_bytes)};
+  }
+
   // An absent operand (no bias, no pre-GELU input, no residual gradient).
   static constexpr const DeviceType<T>* kNone = nullptr;
 
