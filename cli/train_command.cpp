@@ -98,16 +98,20 @@ CompiledPlan compile_train_plan(TrainCommandOptions& options) {
                                                 "toolkit is for --backend cuda");
   }
   check_comm(options);
-  // Both backends train in fp32 (the CUDA backend's fp32 variants are its parity mode).
-  const std::string trains_in =
-      fmt::format("the {} backend trains in fp32", options.backend == "cuda" ? "CUDA" : "CPU");
-  if (flags.dtype && *flags.dtype != "fp32") {
-    throw InputError(kCommandLine, "--dtype", trains_in, "drop --dtype or give --dtype fp32");
+  // The CPU backend trains in fp32; the CUDA backend in fp32 (its kernels' parity variants, the
+  // default) or bf16 (check_executable_model refuses other dtypes).
+  if (options.backend == "cpu") {
+    const std::string trains_in = "the CPU backend trains in fp32 (bf16 needs --backend cuda)";
+    if (flags.dtype && *flags.dtype != "fp32") {
+      throw InputError(kCommandLine, "--dtype", trains_in,
+                       "drop --dtype, or give --backend cuda for bf16");
+    }
+    if (flags.bf16 || flags.fp16) {
+      throw InputError(kCommandLine, flags.bf16 ? "--bf16" : "--fp16", trains_in,
+                       "drop the flag, or give --backend cuda for bf16");
+    }
   }
-  if (flags.bf16 || flags.fp16) {
-    throw InputError(kCommandLine, flags.bf16 ? "--bf16" : "--fp16", trains_in, "drop the flag");
-  }
-  flags.dtype = "fp32";
+  if (!flags.dtype && !flags.bf16 && !flags.fp16) flags.dtype = "fp32";
   if (flags.model.empty() && flags.scenario.empty()) flags.model = "tiny-gpt";
   // The CPU host stands in for the cluster; a zoo cluster name satisfies the flag resolution.
   if (flags.cluster.empty()) flags.cluster = "dgx-a100";
@@ -366,8 +370,8 @@ void add_train_command(CLI::App& app, std::function<int()>& run) {
   add_plan_flags(*command, options->flags);
   command
       ->add_option("--backend", options->backend,
-                   "Where ranks compute: cpu, or cuda (fp32 on CUDA devices; builds with the CUDA "
-                   "toolkit)")
+                   "Where ranks compute: cpu (fp32), or cuda (fp32, or bf16 with --dtype bf16, "
+                   "on CUDA devices; builds with the CUDA toolkit)")
       ->type_name("cpu|cuda");
   command
       ->add_option("--comm", options->comm,

@@ -11,11 +11,13 @@
 // sets by storage type (Kernels<T>): every backend has the fp32 set (the CPU backend trains in
 // fp32 only); a backend with bf16 kernels (CUDA) has the bf16 set too.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "common/bf16.hpp"
 #include "common/error.hpp"
@@ -29,6 +31,18 @@ template <typename T>
 constexpr DType dtype_of() {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, Bf16>, "float or Bf16");
   return std::is_same_v<T, float> ? DType::kFp32 : DType::kBf16;
+}
+
+// Calls f with a value of the storage type of `dtype`, float or Bf16: code templated on the
+// storage type, run for a tensor's dtype.
+template <typename F>
+void with_storage_type(DType dtype, F&& f) {
+  if (dtype == DType::kBf16) {
+    f(Bf16{});
+  } else {
+    STRATA_ASSERT(dtype == DType::kFp32, "the executor stores fp32 and bf16 only");
+    f(float{});
+  }
 }
 
 // The kernels of a training step with T the storage type of activations and parameters: the
@@ -175,6 +189,10 @@ class Backend {
   // Host to device and back; each completes before it returns (the host memory may be reused).
   virtual void upload_bytes(void* dst, const void* host, int64_t bytes) = 0;
   virtual void download_bytes(void* host, const void* src, int64_t bytes) = 0;
+  // dst (n elements of dst_dtype) = src (n of src_dtype), on the current stream: a copy where the
+  // dtypes agree, else fp32 to bf16 rounded to nearest even or bf16 to fp32 exactly (where a bf16
+  // graph meets its fp32 tensors: the logits, gradients reduced in bf16).
+  virtual void convert(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n) = 0;
 
   // The same in elements of T.
   template <typename T>
@@ -262,6 +280,11 @@ class DeviceTensor {
                   "a tensor is read as its own storage type");
     return static_cast<T*>(data_);
   }
+  // The address of element `index`, whatever the storage type (staging buffers that move
+  // several tensors, of the dtype a plan chose).
+  void* address(int64_t index = 0) const {
+    return static_cast<std::byte*>(data_) + index * bytes_per_element(dtype_);
+  }
   int64_t size() const { return size_; }
   DType dtype() const { return dtype_; }
   bool allocated() const { return data_ != nullptr; }
@@ -272,6 +295,14 @@ class DeviceTensor {
   int64_t size_ = 0;
   DType dtype_ = DType::kFp32;
 };
+
+// Host values into the first values.size() elements of a tensor of either storage dtype
+// (rounded to it), and a tensor's elements back as floats (exactly).
+void upload_values(Backend& backend, const DeviceTensor& tensor, std::span<const float> values);
+std::vector<float> download_values(Backend& backend, const DeviceTensor& tensor);
+
+// Backend::convert on host memory (the CPU backend's, and the host side of the two above).
+void convert_on_host(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n);
 
 // Token ids on the device, released with the object.
 class DeviceTokens {

@@ -46,6 +46,9 @@ class CpuBackend final : public Backend, public Kernels<float> {
   void download_bytes(void* host, const void* src, int64_t bytes) override {
     copy_bytes(host, src, bytes);
   }
+  void convert(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n) override {
+    convert_on_host(dst, dst_dtype, src, src_dtype, n);
+  }
 
   void set_stream(Stream) override {}
   void record_event(Stream, int64_t) override {}

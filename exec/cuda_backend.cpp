@@ -405,6 +405,21 @@ class CudaBackend final : public Backend {
     STRATA_CUDA_CHECK(cudaStreamSynchronize(device_.stream()));
   }
 
+  void convert(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n) override {
+    if (dst_dtype == src_dtype) {
+      copy_bytes(dst, src, n * bytes_per_element(dst_dtype));
+    } else if (dst_dtype == DType::kBf16 && src_dtype == DType::kFp32) {
+      cuda::convert(device_.ctx(), static_cast<cuda::bf16*>(dst), static_cast<const float*>(src),
+                    n);
+    } else {
+      STRATA_ASSERT(
+          dst_dtype == DType::kFp32 && src_dtype == DType::kBf16,
+          fmt::format("no conversion from {} to {}", to_string(src_dtype), to_string(dst_dtype)));
+      cuda::convert(device_.ctx(), static_cast<float*>(dst), static_cast<const cuda::bf16*>(src),
+                    n);
+    }
+  }
+
   void* native_stream() override { return device_.stream(); }
   void set_stream(Stream stream) override { device_.current_ = static_cast<size_t>(stream); }
   void record_event(Stream stream, int64_t event) override {

@@ -95,6 +95,28 @@ void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
                      "(selective), not torchtitan's op-level policy",
                      "use --recompute full, selective or none");
   }
+  if (plan.dtype != DType::kFp32 && plan.dtype != DType::kBf16) {
+    throw InputError(
+        where, "dtype (--dtype)",
+        fmt::format("the executor trains in fp32 or bf16, not {}", to_string(plan.dtype)),
+        "use --dtype bf16 (with --backend cuda) or --dtype fp32");
+  }
+  if (plan.dtype == DType::kBf16) {
+    // Megatron-LM's mixed precision: bf16 params, fp32 masters and AdamW states.
+    const Precision& p = plan.precision;
+    const char* field = p.fp32_params              ? "fp32_params"
+                        : !p.fp32_master_weights   ? "fp32_master_weights"
+                        : !p.fp32_optimizer_states ? "fp32_optimizer_states"
+                                                   : nullptr;
+    if (field != nullptr) {
+      throw InputError(where, field,
+                       "the executor trains bf16 as Megatron-LM does: bf16 params beside fp32 "
+                       "master weights and fp32 AdamW states (fp32 params cast per op, and "
+                       "optimizers without fp32 masters or states, are predicted by strata "
+                       "simulate, not run)",
+                       "drop the precision override (or the --framework preset that sets it)");
+    }
+  }
   if (plan.fp8 != Fp8Format::kNone) {
     throw InputError(where, "fp8 (--fp8-format)",
                      "the CPU executor trains in fp32: FP8 GEMMs are predicted by strata simulate, "

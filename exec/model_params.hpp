@@ -70,7 +70,8 @@ struct ParamBlock {
 // Throws InputError (naming `where` and the field) for models and plans the CPU executor cannot
 // run. It runs every decoder the plan compiler lowers (any norm, MLP, positions, block, QK-norm,
 // window, biases, dropout) whose kv heads, ffn and vocabulary divide by tp (and a
-// whole-width QK-norm at tp 1), in fp32 without FP8, offload or the TP overlap.
+// whole-width QK-norm at tp 1), in fp32 or in bf16 with fp32 masters and AdamW states, without
+// FP8, offload or the TP overlap. (Whether the backend has bf16 kernels is the caller's check.)
 void check_executable_model(const ModelSpec& model, const ParallelPlan& plan,
                             const std::string& where);
 

@@ -16,6 +16,7 @@
 
 #include "common/error.hpp"
 #include "exec/runtime_state.hpp"
+#include "plan/memory_plan.hpp"
 
 namespace strata {
 
@@ -92,6 +93,15 @@ RankRuntime::Impl::Impl(const CompiledPlan& compiled, int32_t rank, Backend& bac
   std::iota(batch_last.begin(), batch_last.end(), size_t{0});
   if (comm.batches_p2p()) find_pipeline_batches(graph, program, batch_last);
   bind_tensors();
+  // Room for the per-token losses of every loss backward of a step (counted on TP rank 0).
+  int64_t loss_rows = 0;
+  for (const TaskId id : program) {
+    const Task& task = graph.task(id);
+    if (task.kind != TaskKind::kCompute) continue;
+    const OpShape& op = graph.op(task.op);
+    if (op.kind == OpKind::kLoss && op.direction == Direction::kBackward) loss_rows += op.dims[0];
+  }
+  if (coord.tp == 0 && loss_rows > 0) step_losses = DeviceTensor(backend, loss_rows, DType::kFp32);
 }
 
 ParamState& RankRuntime::Impl::param_of(TensorId id) {
@@ -134,7 +144,8 @@ void RankRuntime::Impl::bind_tensors() {
       case TensorKind::kParameter: {
         slot.param = &param_of(id);
         const bool gathered = graph.tensor_name(t.name).ends_with(kGatheredSuffix);
-        slot.buffer = gathered || !sharded_params ? &slot.param->param : &slot.param->master;
+        slot.buffer =
+            gathered || !sharded_params ? &slot.param->param : &params.owned_params(*slot.param);
         store_elements = gathered || !sharded_params ? slot.param->size : slot.param->chunk;
         break;
       }
@@ -157,6 +168,10 @@ void RankRuntime::Impl::bind_tensors() {
       STRATA_ASSERT(store_elements == elements(id),
                     fmt::format("{}: {} elements in the graph, {} in the parameter store",
                                 slot.param->spec.name, elements(id), store_elements));
+      STRATA_ASSERT(
+          slot.buffer->dtype() == storage_dtype(id) || !slot.buffer->allocated(),
+          fmt::format("{}: {} in the graph, {} in the parameter store", slot.param->spec.name,
+                      to_string(storage_dtype(id)), to_string(slot.buffer->dtype())));
       continue;
     }
     owned.emplace_back();
@@ -253,23 +268,25 @@ void RankRuntime::Impl::run_collective(const Task& task, std::span<const TensorU
   // Activations: the tensor read (or updated in place) and the one written.
   STRATA_ASSERT(o.out.size() == 1, fmt::format("{} writes one tensor", task_name(graph, task)));
   const TensorId out = o.out[0];
-  const auto span = [&](TensorId id) {
-    return std::span(data<float>(id), static_cast<size_t>(elements(id)));
-  };
-  switch (task.collective) {
-    case CollectiveKind::kAllGather:
-      comm.all_gather(span(o.in.at(0)), span(out), group(task));
-      return;
-    case CollectiveKind::kReduceScatter:
-      comm.reduce_scatter(span(o.in.at(0)), span(out), group(task));
-      return;
-    case CollectiveKind::kAllReduce:
-      if (!o.out_added[0]) backend.copy(data<float>(out), data<float>(o.in.at(0)), elements(out));
-      comm.all_reduce(span(out), group(task), task.reduce);
-      return;
-    default:
-      STRATA_ASSERT(false, fmt::format("no {} in the executor", to_string(task.collective)));
-  }
+  with_storage_type(storage_dtype(out), [&]<typename T>(T) {
+    const auto span = [&](TensorId id) {
+      return std::span(data<T>(id), static_cast<size_t>(elements(id)));
+    };
+    switch (task.collective) {
+      case CollectiveKind::kAllGather:
+        comm.all_gather(std::span<const T>(span(o.in.at(0))), span(out), group(task));
+        return;
+      case CollectiveKind::kReduceScatter:
+        comm.reduce_scatter(std::span<const T>(span(o.in.at(0))), span(out), group(task));
+        return;
+      case CollectiveKind::kAllReduce:
+        if (!o.out_added[0]) backend.copy(data<T>(out), data<T>(o.in.at(0)), elements(out));
+        comm.all_reduce(span(out), group(task), task.reduce);
+        return;
+      default:
+        STRATA_ASSERT(false, fmt::format("no {} in the executor", to_string(task.collective)));
+    }
+  });
 }
 
 // Collectives over parameters and gradients go through the parameter store, which knows how
@@ -308,11 +325,8 @@ void RankRuntime::Impl::run_gradient_collective(const Task& task, const Operands
   }
   STRATA_ASSERT(task.collective == CollectiveKind::kAllReduce,
                 fmt::format("no {} of gradients in the executor", to_string(task.collective)));
-  for (const TensorId t : o.grads) {
-    ParamState& p = *slots[static_cast<size_t>(t)].param;
-    comm.all_reduce(std::span(params.reduced_grad(p), static_cast<size_t>(params.reduced_size(p))),
-                    members, ReduceOp::kSum);
-  }
+  for (const TensorId t : o.grads)
+    params.all_reduce_gradient(*slots[static_cast<size_t>(t)].param, comm, members);
 }
 
 // A pipeline message: a send copies the tensor it carries into its message buffer and sends it;
@@ -328,15 +342,17 @@ void RankRuntime::Impl::post_p2p(const Task& task, std::span<const TensorUse> us
   const Operands o = operands(uses);
   const TensorId message = o.out.at(0);
   const int64_t size = elements(message);
-  if (task.p2p == P2pKind::kRecv) {
-    comm.recv(std::span(data<float>(message), static_cast<size_t>(size)), task.peer, task.tag);
-    return;
-  }
-  const TensorId carried = o.in.at(0);
-  const int64_t offset = elements(carried) == size ? 0 : coord.tp * size;
-  backend.copy(data<float>(message), data<float>(carried) + offset, size);
-  comm.send(std::span<const float>(data<float>(message), static_cast<size_t>(size)), task.peer,
-            task.tag);
+  with_storage_type(storage_dtype(message), [&]<typename T>(T) {
+    T* buffer = data<T>(message);
+    if (task.p2p == P2pKind::kRecv) {
+      comm.recv(std::span(buffer, static_cast<size_t>(size)), task.peer, task.tag);
+      return;
+    }
+    const TensorId carried = o.in.at(0);
+    const int64_t offset = elements(carried) == size ? 0 : coord.tp * size;
+    backend.copy(buffer, data<T>(carried) + offset, size);
+    comm.send(std::span<const T>(buffer, static_cast<size_t>(size)), task.peer, task.tag);
+  });
 }
 
 void RankRuntime::Impl::finish_p2p(const Task& task, std::span<const TensorUse> uses) {
@@ -344,8 +360,10 @@ void RankRuntime::Impl::finish_p2p(const Task& task, std::span<const TensorUse> 
   const Operands o = operands(uses);
   const TensorId message = o.out.at(0);
   const int64_t size = elements(message);
-  for (size_t i = 1; i < o.out.size(); ++i)
-    backend.copy(data<float>(o.out[i]), data<float>(message), size);
+  with_storage_type(storage_dtype(message), [&]<typename T>(T) {
+    for (size_t i = 1; i < o.out.size(); ++i)
+      backend.copy(data<T>(o.out[i]), data<T>(message), size);
+  });
 }
 
 void RankRuntime::Impl::issue(size_t position, std::vector<Issued>& issued) {
@@ -406,10 +424,21 @@ RankRuntime::RankRuntime(const CompiledPlan& compiled, int32_t rank, Backend& ba
                          Communicator& comm, const TextDataset& data,
                          const OptimizerConfig& optimizer, uint64_t seed)
     : rank_(rank) {
-  const RankCoord coord = RankLayout(compiled.plan, compiled.cluster.gpus_per_node).coord(rank);
+  const ParallelPlan& plan = compiled.plan;
+  STRATA_ASSERT(plan.dtype == DType::kFp32 || backend.bf16() != nullptr,
+                "a bf16 plan runs on a backend with bf16 kernels (strata train refuses others)");
+  const RankCoord coord = RankLayout(plan, compiled.cluster.gpus_per_node).coord(rank);
+  // The params' and gradients' dtypes as the graph has them (plan/lowering_tensors.cpp).
+  const StateBytesPerParameter bytes = state_bytes_per_parameter(plan.dtype, plan.precision);
+  const StoreLayout layout{.zero_stage = plan.zero_stage,
+                           .dp = plan.dp,
+                           .dp_rank = coord.dp,
+                           .tp = plan.tp,
+                           .tp_rank = coord.tp,
+                           .param_dtype = bytes.params == 4 ? DType::kFp32 : plan.dtype,
+                           .reduce_dtype = bytes.grads == 4 ? DType::kFp32 : plan.dtype};
   params_ = std::make_unique<ParamStore>(
-      backend, rank_param_blocks(compiled.model, compiled.plan, coord.pp, coord.tp),
-      compiled.plan.zero_stage, compiled.plan.dp, coord.dp, compiled.plan.tp, coord.tp, seed);
+      backend, rank_param_blocks(compiled.model, plan, coord.pp, coord.tp), layout, seed);
   impl_ = std::make_unique<Impl>(compiled, rank, backend, comm, data, optimizer, *params_, seed);
   // The tensors bound for the whole run were zeroed (and the weights uploaded) on the current
   // stream; a task on another stream has no event to wait for them.
@@ -426,6 +455,7 @@ StepMeasurement RankRuntime::run_step(int64_t step, int64_t origin_ns) {
   impl.measurement.tasks.reserve(impl.program.size());
   impl.step_tokens.clear();
   impl.grad_norm_reduced = false;
+  impl.losses_written = 0;
   // Each task's span from marks on its stream, read once the step is done: on a device, where
   // the task ran rather than when the host queued it. A task's first mark follows its waits for
   // dependencies on other streams (queued first): it ran from when they were done. Times count
@@ -449,6 +479,11 @@ StepMeasurement RankRuntime::run_step(int64_t step, int64_t origin_ns) {
     position = last + 1;
   }
   backend.synchronize();
+  // The step's losses, read once (in the order the loss tasks wrote them).
+  std::vector<float> losses(static_cast<size_t>(impl.losses_written));
+  if (!losses.empty()) backend.download(std::span(losses), impl.step_losses.data<float>());
+  for (const float loss : losses) impl.measurement.loss_sum += loss;
+  impl.measurement.loss_tokens = impl.losses_written;
   for (size_t i = 0; i < issued.size(); ++i) {
     const int64_t start = shift + backend.mark_ns(issued[i].begin_mark);
     const int64_t finish = shift + backend.mark_ns(issued[i].end_mark);

@@ -47,18 +47,6 @@ namespace strata {
 
 namespace {
 
-// Calls f with a value of the storage type of `dtype`: float or Bf16.
-template <typename F>
-void with_storage_type(DType dtype, F&& f) {
-  if (dtype == DType::kBf16) {
-    f(Bf16{});
-  } else {
-    STRATA_ASSERT(dtype == DType::kFp32,
-                  fmt::format("the executor stores no {}", to_string(dtype)));
-    f(float{});
-  }
-}
-
 // The factor dropout scales kept elements by, 1 / (1 - rate), so that the expectation is kept.
 float dropout_scale(double rate) { return static_cast<float>(1.0 / (1.0 - rate)); }
 
@@ -80,13 +68,14 @@ const int32_t* RankRuntime::Impl::tokens(int64_t micro_batch, bool targets) {
 template <typename T>
 T* RankRuntime::Impl::input_gradient(const Operands& o, int64_t elements) {
   STRATA_ASSERT(!o.out.empty(), "a backward op writes its input gradient");
-  return o.out_added[0] ? workspace<T>(0, elements) : data<T>(o.out[0]);
+  return o.out_added[0] ? workspace<T>(kInputGradient, elements) : data<T>(o.out[0]);
 }
 
 template <typename T>
 void RankRuntime::Impl::finish_input_gradient(const Operands& o, int64_t elements) {
   if (o.out_added[0])
-    backend.kernels<T>().accumulate(data<T>(o.out[0]), workspace<T>(0, elements), elements);
+    backend.kernels<T>().accumulate(data<T>(o.out[0]), workspace<T>(kInputGradient, elements),
+                                    elements);
 }
 
 void RankRuntime::Impl::run_compute(const Task& task, std::span<const TensorUse> uses) {
@@ -136,11 +125,11 @@ void RankRuntime::Impl::run_forward(const Task& task, const OpShape& op, const O
       const int64_t width = op.dims[1];
       const T* in = data<T>(o.in.at(0));
       if (op.function == OpFunction::kRmsNorm) {
-        kernels.rmsnorm_forward(data<T>(o.out.at(0)), workspace<float>(1, n), in,
+        kernels.rmsnorm_forward(data<T>(o.out.at(0)), workspace<float>(kRstd, n), in,
                                 data<T>(o.weights.at(0)), n, width);
       } else {
-        kernels.layernorm_forward(data<T>(o.out.at(0)), workspace<float>(1, n),
-                                  workspace<float>(2, n), in, data<T>(o.weights.at(0)), bias, n,
+        kernels.layernorm_forward(data<T>(o.out.at(0)), workspace<float>(kMean, n),
+                                  workspace<float>(kRstd, n), in, data<T>(o.weights.at(0)), bias, n,
                                   width);
       }
       break;
@@ -154,9 +143,16 @@ void RankRuntime::Impl::run_forward(const Task& task, const OpShape& op, const O
         STRATA_ASSERT(bias == nullptr, "a product that adds into its output has no bias");
         kernels.matmul_forward_accumulate(data<T>(o.out[0]), data<T>(o.in.at(0)),
                                           data<T>(o.weights.at(0)), m, k, n);
-      } else {
-        kernels.matmul_forward(data<T>(o.out.at(0)), data<T>(o.in.at(0)), data<T>(o.weights.at(0)),
-                               bias, m, k, n);
+        break;
+      }
+      // The output layer's logits are fp32 in any plan (Megatron-LM casts them to fp32 for the
+      // cross-entropy): a bf16 product is rounded to bf16, then widened into them.
+      const TensorId out = o.out.at(0);
+      const bool cast = storage_dtype(out) != dtype_of<T>();
+      T* product = cast ? workspace<T>(kCast, m * n) : data<T>(out);
+      kernels.matmul_forward(product, data<T>(o.in.at(0)), data<T>(o.weights.at(0)), bias, m, k, n);
+      if (cast) {
+        backend.convert(address(out), storage_dtype(out), product, dtype_of<T>(), m * n);
       }
       break;
     }
@@ -167,7 +163,7 @@ void RankRuntime::Impl::run_forward(const Task& task, const OpShape& op, const O
           // A parallel block's residual adds both branches' biases.
           const T* bias = o.weights.empty() ? nullptr : data<T>(o.weights[0]);
           if (o.weights.size() > 1) {
-            T* sum = workspace<T>(3, c);
+            T* sum = workspace<T>(kBiasSum, c);
             backend.copy(sum, bias, c);
             for (size_t i = 1; i < o.weights.size(); ++i)
               kernels.accumulate(sum, data<T>(o.weights[i]), c);
@@ -260,10 +256,22 @@ void RankRuntime::Impl::run_backward(const Task& task, const OpShape& op, const 
       const int64_t m = op.dims[0];
       const int64_t n = op.dims[1];
       const int64_t k = op.dims[2];
+      // The fp32 logits' gradient (the output layer's) is rounded to T for the product, as the
+      // backward of Megatron-LM's cast to fp32 does.
+      const TensorId dout_id = o.in.at(0);
+      const DType dout_dtype = storage_dtype(dout_id);
+      const T* dout = nullptr;
+      if (dout_dtype == dtype_of<T>()) {
+        dout = data<T>(dout_id);
+      } else {
+        T* converted = workspace<T>(kCast, m * n);
+        backend.convert(converted, dtype_of<T>(), address(dout_id), dout_dtype, m * n);
+        dout = converted;
+      }
       T* din = input_gradient<T>(o, m * k);
-      kernels.matmul_backward(
-          din, data<float>(o.grads.at(0)), o.grads.size() > 1 ? data<float>(o.grads[1]) : nullptr,
-          data<T>(o.in.at(0)), data<T>(o.in.at(1)), data<T>(o.weights.at(0)), m, k, n);
+      kernels.matmul_backward(din, data<float>(o.grads.at(0)),
+                              o.grads.size() > 1 ? data<float>(o.grads[1]) : nullptr, dout,
+                              data<T>(o.in.at(1)), data<T>(o.weights.at(0)), m, k, n);
       finish_input_gradient<T>(o, m * k);
       return;
     }
@@ -365,14 +373,14 @@ void RankRuntime::Impl::qk_norm(const OpShape& op, const Operands& o) {
     const int64_t cols = heads * hd;
     const int64_t rows = per_head ? n * heads : n;
     const int64_t norm_width = per_head ? hd : cols;
-    T* block = workspace<T>(3, n * cols);
-    T* result = workspace<T>(4, n * cols);
+    T* block = workspace<T>(kQkBlock, n * cols);
+    T* result = workspace<T>(kQkResult, n * cols);
     if (forward) {
       backend.copy_2d(block, cols, qkv + first_col, width, n, cols);
-      kernels.rmsnorm_forward(result, workspace<float>(1, rows), block, data<T>(weights), rows,
+      kernels.rmsnorm_forward(result, workspace<float>(kRstd, rows), block, data<T>(weights), rows,
                               norm_width);
     } else {
-      T* input = workspace<T>(5, n * cols);
+      T* input = workspace<T>(kQkInput, n * cols);
       backend.copy_2d(input, cols, saved + first_col, qk_width, n, cols);
       backend.copy_2d(block, cols, qkv + first_col, width, n, cols);
       kernels.rmsnorm_backward_from_input(result, data<float>(grad), block, input, data<T>(weights),
@@ -436,19 +444,20 @@ void RankRuntime::Impl::run_attention(const Task& task, const OpShape& op, const
   }
   const float scale = dropout_scale(model.attention_dropout);
   if (model.dropout && (forward || keep == nullptr)) {
-    if (keep == nullptr) keep = workspace<T>(3, probabilities);
+    if (keep == nullptr) keep = workspace<T>(kMask, probabilities);
     draw_probability_mask(task, keep, heads);
   }
   if (forward) {
-    if (att == nullptr) att = workspace<T>(1, probabilities);
+    if (att == nullptr) att = workspace<T>(kProbabilities, probabilities);
     kernels.gqa_attention_forward(data<T>(o.out.at(0)), att, data<T>(qkv), b, s, heads, kv_heads,
                                   hd, op.window, keep, scale, dropped);
     return;
   }
   if (att == nullptr) {
-    att = workspace<T>(1, probabilities);
-    kernels.gqa_attention_forward(workspace<T>(2, b * s * heads * hd), att, data<T>(qkv), b, s,
-                                  heads, kv_heads, hd, op.window, nullptr, 1.0f, nullptr);
+    att = workspace<T>(kProbabilities, probabilities);
+    kernels.gqa_attention_forward(workspace<T>(kRecomputedOutput, b * s * heads * hd), att,
+                                  data<T>(qkv), b, s, heads, kv_heads, hd, op.window, nullptr, 1.0f,
+                                  nullptr);
   }
   kernels.gqa_attention_backward(data<T>(o.out.at(0)), data<T>(o.in.at(0)), data<T>(qkv), att, b, s,
                                  heads, kv_heads, hd, op.window, keep, scale);
@@ -548,12 +557,9 @@ void RankRuntime::Impl::run_loss(const Task& task, const OpShape& op, const Oper
   kernels.cross_entropy_backward(data<T>(o.out.at(0)), logits, max, sum, targets, vocab_start,
                                  scale, n, vocab);
   if (coord.tp != 0) return;  // every TP rank holds the same losses: count them once
-  float* losses = workspace<float>(1, n);
-  kernels.cross_entropy_losses(losses, sum, max, target, n);
-  std::vector<float> host(static_cast<size_t>(n));
-  backend.download(std::span(host), losses);
-  for (const float loss : host) measurement.loss_sum += loss;
-  measurement.loss_tokens += n;
+  STRATA_ASSERT(losses_written + n <= step_losses.size(), "the step's losses fit their buffer");
+  kernels.cross_entropy_losses(step_losses.data<float>() + losses_written, sum, max, target, n);
+  losses_written += n;
 }
 
 // AdamW over every parameter the store holds, with the global norm's clipping factor: the norm

@@ -57,22 +57,43 @@ struct RankRuntime::Impl {
   // A tensor's elements, as its storage type T (storage_dtype).
   template <typename T>
   T* data(TensorId id) {
+    return buffer(id).data<T>();
+  }
+  // A tensor's memory, whatever its storage type (for conversions between types).
+  void* address(TensorId id) { return buffer(id).address(); }
+  DeviceTensor& buffer(TensorId id) {
     const TensorSlot& slot = slots[static_cast<size_t>(id)];
     STRATA_ASSERT(slot.buffer != nullptr && slot.buffer->allocated(),
                   fmt::format("rank {} uses tensor {} while it holds no memory", rank, id));
-    return slot.buffer->data<T>();
+    return *slot.buffer;
   }
   int64_t elements(TensorId id) const { return graph.shape_of(id).elements(); }
-  // How the runtime stores a tensor: in the graph's dtype, a dropout mask (1 byte in the graph,
-  // as the frameworks keep it) in the plan's working dtype, as the kernels read it.
+  // How the runtime stores a tensor: in the graph's dtype, but a dropout mask (1 byte in the
+  // graph, as the frameworks keep it) in the plan's working dtype, as the kernels read it, and a
+  // parameter gradient in fp32, as the kernels accumulate it (a plan that reduces gradients in
+  // bf16 stages them in bf16 for the collectives: exec/param_store.hpp).
   DType storage_dtype(TensorId id) const {
+    if (graph.tensor(id).kind == TensorKind::kGradient) return DType::kFp32;
     const DType dtype = graph.shape_of(id).dtype;
     return dtype == DType::kU8 ? plan.dtype : dtype;
   }
-  // Scratch inside one kernel call (a norm's statistics, the probabilities flash attention
-  // recomputes, an input gradient before it is added into its tensor): never a graph tensor.
+  // Scratch inside one kernel call, never a graph tensor, by what it holds.
+  enum Workspace : size_t {
+    kInputGradient,     // an input gradient before it is added into its tensor
+    kMean,              // a norm's statistics (fp32)
+    kRstd,              //
+    kProbabilities,     // attention probabilities the graph does not keep (recomputed)
+    kRecomputedOutput,  // the attention output recomputed beside them (discarded)
+    kMask,              // an attention dropout mask drawn again
+    kBiasSum,           // a parallel block's two biases, summed
+    kQkBlock,           // QK-norm's columns of the queries or keys, their norm, its input
+    kQkResult,          //
+    kQkInput,           //
+    kCast,              // an operand converted to the kernels' type (the output layer's)
+    kWorkspaceCount
+  };
   template <typename T>
-  T* workspace(size_t index, int64_t elements) {
+  T* workspace(Workspace index, int64_t elements) {
     DeviceTensor& buffer = workspaces[index];
     if (buffer.dtype() != dtype_of<T>() || buffer.size() < elements) {
       buffer = DeviceTensor(backend, elements, dtype_of<T>());
@@ -161,7 +182,11 @@ struct RankRuntime::Impl {
 
   std::vector<TensorSlot> slots;  // by tensor id; empty for other ranks' tensors
   std::deque<DeviceTensor> owned;
-  std::array<DeviceTensor, 6> workspaces;
+  std::array<DeviceTensor, kWorkspaceCount> workspaces;
+  // The per-token losses of the step's micro-batches (on TP rank 0 of the last stage), written
+  // by the loss tasks one after another and read once the step is done.
+  DeviceTensor step_losses;
+  int64_t losses_written = 0;
 
   // The step being run.
   int64_t step = 0;

@@ -114,6 +114,13 @@ void residual_forward(Context& ctx, T* out, const T* residual, const T* branch, 
 template <typename T>
 void accumulate(Context& ctx, T* dst, const T* src, int64_t n);
 
+// dst (n) = src (n) converted, To and From being float and bf16 either way: bf16 to fp32
+// exactly, fp32 to bf16 rounded to nearest even (__float2bfloat16_rn). Where the executor crosses
+// between a bf16 graph's tensors and its fp32 ones: the output layer's fp32 logits and their
+// gradient, fp32 gradients staged in bf16 for a bf16 reduction and back.
+template <typename To, typename From>
+void convert(Context& ctx, To* dst, const From* src, int64_t n);
+
 // The residual add fused with the norm after it, one pass instead of two: residual_out (N,C) =
 // residual + branch + bias (as residual_forward), then out, mean and rstd as layernorm_forward
 // of residual_out as stored (rounded to T). norm_bias is the LayerNorm's bias (or null).

@@ -12,47 +12,26 @@
 
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
-#include <string>
 #include <vector>
 
-#include "exec/cuda_backend.hpp"
 #include "exec/trainer.hpp"
 #include "plan/compile.hpp"
 #include "tests/exec/parity_plans.hpp"
+#include "tests/exec_cuda/cuda_training.hpp"
 
 namespace strata {
 namespace {
 
-constexpr int64_t kSteps = 3;
+using test::losses;
 
-// The training text: STRATA_TRAIN_TEXT where set (scripts/gpu-check points it at its bundle's
-// copy, on a GPU machine without the sources), else the repository's.
-std::string training_text() {
-  const char* path = std::getenv("STRATA_TRAIN_TEXT");
-  if (path != nullptr && *path != 0) return path;
-  return std::string(STRATA_SOURCE_DIR) + "/scenarios/data/kjv-genesis-exodus.txt";
-}
+constexpr int64_t kSteps = 3;
 
 TrainResult train(const test::ParityPlan& p, const ModelSpec& model, bool cuda) {
   const ParallelPlan plan = test::parity_plan(p, 1, 8, 16);
   const CompiledPlan compiled =
       compile_plan(model, cpu_host_cluster(plan.gpus(), int64_t{1} << 32), plan, GraphMode::kFull);
   REQUIRE(compiled.validation.ok());
-  TrainOptions options;
-  options.steps = kSteps;
-  options.data_path = training_text();
-  options.seed = 7;
-  options.optimizer.adamw.lr = 3e-3;
-  options.optimizer.adamw.weight_decay = 0.1;
-  if (cuda) options.device_backend = [](int32_t) { return make_cuda_backend(0); };
-  return train_in_process(compiled, options, {});
-}
-
-std::vector<double> losses(const TrainResult& result) {
-  std::vector<double> out;
-  for (const StepReport& step : result.steps) out.push_back(step.loss);
-  return out;
+  return train_in_process(compiled, test::training_options(kSteps, cuda), {});
 }
 
 void check_parity(const ModelSpec& model) {

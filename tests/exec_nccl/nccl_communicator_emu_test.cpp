@@ -453,11 +453,15 @@ class Unbatched : public Communicator {
 
 enum class Collectives { kLoopback, kNccl, kNcclUnbatched };
 
-TrainedRun train(const test::ParityPlan& p, Collectives collectives) {
+// `p` in fp32, or in bf16 with the gradients reduced in fp32 or (fp32_grads false) in bf16.
+TrainedRun train(const test::ParityPlan& p, Collectives collectives, DType dtype = DType::kFp32,
+                 bool fp32_grads = true) {
   // The parity model with 4 layers: these plans split it over 2 stages at most.
   ModelSpec model = test::parity_model();
   model.layers = 4;
-  const ParallelPlan plan = test::parity_plan(p, 1, 8, 16);
+  ParallelPlan plan = test::parity_plan(p, 1, 8, 16);
+  plan.dtype = dtype;
+  plan.precision.fp32_grads = fp32_grads;
   const CompiledPlan compiled =
       compile_plan(model, cpu_host_cluster(plan.gpus(), int64_t{1} << 32), plan, GraphMode::kFull);
   REQUIRE(compiled.validation.ok());
@@ -531,6 +535,45 @@ TEST_CASE(
   // ungrouped (the emulated send waits for its receive, as a large one does on a GPU); the
   // runtime's batches pair them (Communicator::batches_p2p).
   CHECK(check_training_matches_loopback(test::kParityPlans[0]) > 0);
+}
+
+TEST_CASE(
+    "a bf16 step's NCCL calls carry bf16 where the plan says: pipeline messages always, the "
+    "data-parallel gradient reduction with gradients reduced in bf16",
+    "[emu][nccl][train][bf16]") {
+  // dp2 x tp2 x pp2 in bf16 (Megatron-LM's defaults, then --grad-reduce-in-bf16): the pipeline
+  // carries bf16 activations; the DP groups ({0, 2}, {1, 3}, {4, 6}, {5, 7}: layout_groups) move
+  // only the gradients, fp32 or bf16 as the plan says. Both runs match the loopback
+  // communicator's, which sums bf16 in group order as the emulated NCCL does.
+  const std::set<Group> dp_groups = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+  for (const bool fp32_grads : {true, false}) {
+    INFO("gradients reduced in " << (fp32_grads ? "fp32" : "bf16"));
+    const TrainedRun loopback =
+        train(test::kParityPlans[0], Collectives::kLoopback, DType::kBf16, fp32_grads);
+    const TrainedRun device =
+        train(test::kParityPlans[0], Collectives::kNccl, DType::kBf16, fp32_grads);
+    REQUIRE(loopback.result.steps.size() == device.result.steps.size());
+    for (size_t i = 0; i < device.result.steps.size(); ++i) {
+      CHECK(device.result.steps[i].loss ==
+            Approx(loopback.result.steps[i].loss).epsilon(0).margin(1e-5));
+    }
+    CHECK(check_call_log(device.log, device.groups) > 0);
+    const ncclDataType_t gradients = fp32_grads ? ncclFloat32 : ncclBfloat16;
+    size_t messages = 0;
+    size_t reductions = 0;
+    for (const NcclCall& call : device.log) {
+      INFO("rank " << call.rank << " " << emu::to_string(call.op));
+      if (call.op == NcclOp::kSend || call.op == NcclOp::kRecv) {
+        CHECK(call.datatype == ncclBfloat16);
+        ++messages;
+      } else if (call.op == NcclOp::kAllReduce && dp_groups.count(call.members) != 0) {
+        CHECK(call.datatype == gradients);
+        ++reductions;
+      }
+    }
+    CHECK(messages > 0);
+    CHECK(reductions > 0);
+  }
 }
 
 TEST_CASE("the same run with its pipeline sends and receives unbatched deadlocks, and says so",
