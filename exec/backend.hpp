@@ -146,13 +146,16 @@ class Kernels {
   virtual void cross_entropy_backward(T* dlogits, const T* logits, const float* maxes,
                                       const float* sums, const int32_t* targets,
                                       int64_t vocab_start, float scale, int64_t n, int64_t v) = 0;
-  virtual double sum_of_squares(const float* x, int64_t n) = 0;
-  // AdamW (cpu::adamw_update) on the fp32 master weights (n), the gradient scaled by grad_scale;
-  // param (n) then holds the updated masters rounded to T. master null: param is its own master
-  // (fp32 training; T is float).
+  // *total += the sum of x[i]^2 (n), in fp64: one tensor's part of the squared global gradient
+  // norm. total is one double in the backend's memory, where the norm stays for AdamW.
+  virtual void sum_of_squares(double* total, const float* x, int64_t n) = 0;
+  // AdamW (cpu::adamw_update) on the fp32 master weights (n), the gradient scaled by
+  // cpu::clip_factor(sqrt(*norm_squared), max_norm), the squared global norm read in the
+  // backend's memory (on a device: no host round trip); param (n) then holds the updated masters
+  // rounded to T. master null: param is its own master (fp32 training; T is float).
   virtual void adamw_update(T* param, float* master, const float* grad, float* m, float* v,
                             int64_t n, const cpu::AdamWConfig& config, int64_t step,
-                            double grad_scale) = 0;
+                            const double* norm_squared, double max_norm) = 0;
 };
 
 class Backend {
@@ -303,6 +306,21 @@ std::vector<float> download_values(Backend& backend, const DeviceTensor& tensor)
 
 // Backend::convert on host memory (the CPU backend's, and the host side of the two above).
 void convert_on_host(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n);
+
+// One double in a backend's memory, released with the object.
+class DeviceScalar {
+ public:
+  explicit DeviceScalar(Backend& backend)
+      : backend_(&backend), data_(backend.allocate<double>(1)) {}
+  DeviceScalar(const DeviceScalar&) = delete;
+  DeviceScalar& operator=(const DeviceScalar&) = delete;
+  ~DeviceScalar() { backend_->release(data_); }
+  double* data() const { return data_; }
+
+ private:
+  Backend* backend_;
+  double* data_;
+};
 
 // Token ids on the device, released with the object.
 class DeviceTokens {

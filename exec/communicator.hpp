@@ -24,11 +24,12 @@
 //    waits for its peers to arrive is not counted as communication.
 //
 // Device communicators (NCCL) differ in three ways, and say so:
-//  - Their float calls are queued on the task's stream (Backend::native_stream) and return at
-//    once; they complete in stream order, before the work queued after them on that stream (the
+//  - Their calls are queued on the task's stream (Backend::native_stream) and return at once;
+//    they complete in stream order, before the work queued after them on that stream (the
 //    runtime records the task's event after its calls, so tasks that wait for it see the
 //    results). "Blocks until complete" above reads "complete in stream order" for them; their
-//    double all-reduces (host scalars) and barrier still block the host.
+//    barrier still blocks the host. Their double buffers are device memory too (the squared
+//    gradient norm).
 //  - NCCL's sums are in NCCL's order (rings, trees, chosen by size and topology), not the group
 //    order above: its results are NOT bit-identical to the in-process, MPI or loopback
 //    communicators'. They differ in rounding only; runs on NCCL match the CPU runs' losses within

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -223,11 +224,15 @@ class CpuBackend final : public Backend, public Kernels<float> {
                               float scale, int64_t n, int64_t v) override {
     cpu::cross_entropy_backward(dlogits, logits, maxes, sums, targets, vocab_start, scale, n, v);
   }
-  double sum_of_squares(const float* x, int64_t n) override { return cpu::sum_of_squares(x, n); }
+  void sum_of_squares(double* total, const float* x, int64_t n) override {
+    *total += cpu::sum_of_squares(x, n);
+  }
   // With a master copy, the update runs on it and the param takes its values.
   void adamw_update(float* param, float* master, const float* grad, float* m, float* v, int64_t n,
-                    const cpu::AdamWConfig& config, int64_t step, double grad_scale) override {
-    cpu::adamw_update(master != nullptr ? master : param, grad, m, v, n, config, step, grad_scale);
+                    const cpu::AdamWConfig& config, int64_t step, const double* norm_squared,
+                    double max_norm) override {
+    cpu::adamw_update(master != nullptr ? master : param, grad, m, v, n, config, step,
+                      cpu::clip_factor(std::sqrt(*norm_squared), max_norm));
     if (master != nullptr) copy(param, master, n);
   }
 

@@ -307,26 +307,20 @@ class CudaKernels final : public Kernels<T> {
     cuda::cross_entropy_backward(ctx(), dev(dlogits), dev(logits), maxes, sums, targets,
                                  vocab_start, scale, n, v);
   }
-  // On the device in fp64, read back at once: the runtime sums the tensors' parts on the host.
-  double sum_of_squares(const float* x, int64_t n) override {
-    auto* total = static_cast<double*>(device_.scratch(sizeof(double)));
-    STRATA_CUDA_CHECK(cudaMemsetAsync(total, 0, sizeof(double), device_.stream()));
+  void sum_of_squares(double* total, const float* x, int64_t n) override {
     cuda::sum_of_squares(ctx(), total, x, n);
-    double result = 0;
-    STRATA_CUDA_CHECK(
-        cudaMemcpyAsync(&result, total, sizeof(double), cudaMemcpyDeviceToHost, device_.stream()));
-    STRATA_CUDA_CHECK(cudaStreamSynchronize(device_.stream()));
-    return result;
   }
-  // Without a master (fp32 training) the fp32 parameter is its own master copy.
+  // Without a master (fp32 training) the fp32 parameter is its own master copy. The clip factor
+  // is computed on the device from the squared norm (kernels/cuda/adamw.cu).
   void adamw_update(T* param, float* master, const float* grad, float* m, float* v, int64_t n,
-                    const cpu::AdamWConfig& config, int64_t step, double grad_scale) override {
+                    const cpu::AdamWConfig& config, int64_t step, const double* norm_squared,
+                    double max_norm) override {
     STRATA_ASSERT((master != nullptr || std::is_same_v<T, float>),
                   "bf16 parameters have an fp32 master copy");
     float* masters = master != nullptr ? master : reinterpret_cast<float*>(param);
     DeviceType<T>* rounded = master != nullptr ? dev(param) : nullptr;
-    cuda::adamw_update(ctx(), rounded, masters, grad, m, v, n, config, step,
-                       static_cast<float>(grad_scale));
+    cuda::adamw_update(ctx(), rounded, masters, grad, m, v, n, config, step, norm_squared,
+                       max_norm);
   }
 
  private:

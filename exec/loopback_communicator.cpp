@@ -23,7 +23,7 @@ class LoopbackCommunicator final : public Communicator {
     all_reduce_staged(data, group, op);
   }
   void all_reduce(std::span<double> data, RankGroup group, ReduceOp op) override {
-    host_.all_reduce(data, group, op);
+    all_reduce_staged(data, group, op);
   }
   void reduce_scatter(std::span<const float> send, std::span<float> recv,
                       RankGroup group) override {

@@ -119,10 +119,8 @@ class NcclCommunicator final : public Communicator {
     all_reduce_typed(data, group, op);
   }
 
-  // Host scalars: every stream's work done first, then the host all-reduce (group order).
   void all_reduce(std::span<double> data, RankGroup group, ReduceOp op) override {
-    backend_.synchronize();
-    bootstrap_.all_reduce(data, group, op);
+    all_reduce_typed(data, group, op);
   }
 
   void reduce_scatter(std::span<const float> send, std::span<float> recv,
@@ -173,6 +171,7 @@ class NcclCommunicator final : public Communicator {
 
   template <typename T>
   static ncclDataType_t nccl_type() {
+    if constexpr (std::is_same_v<T, double>) return ncclFloat64;
     return std::is_same_v<T, Bf16> ? ncclBfloat16 : ncclFloat32;
   }
 

@@ -206,20 +206,19 @@ void ParamStore::gather_params(std::span<ParamState* const> params, Communicator
   }
 }
 
-double ParamStore::gradient_sum_of_squares(ParamState& p) {
-  return p.spec.counts_in_norm ? backend_.fp32().sum_of_squares(reduced_grad(p), reduced_size(p))
-                               : 0.0;
+void ParamStore::add_gradient_sum_of_squares(ParamState& p, double* total) {
+  if (p.spec.counts_in_norm)
+    backend_.fp32().sum_of_squares(total, reduced_grad(p), reduced_size(p));
 }
 
-double ParamStore::gradient_sum_of_squares() {
-  double sum = 0;
+void ParamStore::add_gradient_sum_of_squares(double* total) {
   for (BlockState& block : blocks_) {
-    for (ParamState& p : block.params) sum += gradient_sum_of_squares(p);
+    for (ParamState& p : block.params) add_gradient_sum_of_squares(p, total);
   }
-  return sum;
 }
 
-void ParamStore::step(const cpu::AdamWConfig& config, int64_t step, double grad_scale) {
+void ParamStore::step(const cpu::AdamWConfig& config, int64_t step, const double* norm_squared,
+                      double max_norm) {
   for (BlockState& block : blocks_) {
     for (ParamState& p : block.params) {
       cpu::AdamWConfig tensor_config = config;
@@ -230,7 +229,7 @@ void ParamStore::step(const cpu::AdamWConfig& config, int64_t step, double grad_
       with_storage_type(param_dtype_, [&]<typename T>(T) {
         backend_.kernels<T>().adamw_update(param.data<T>(), master, reduced_grad(p),
                                            p.m.data<float>(), p.v.data<float>(), reduced_size(p),
-                                           tensor_config, step, grad_scale);
+                                           tensor_config, step, norm_squared, max_norm);
       });
       backend_.fill_zero(p.grad.data<float>(), p.size);
       if (zero_ >= 1) backend_.fill_zero(p.chunk_grad.data<float>(), p.chunk);

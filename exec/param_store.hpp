@@ -101,12 +101,15 @@ class ParamStore {
     return zero_ == 0 ? p.grad.data<float>() : p.chunk_grad.data<float>();
   }
   int64_t reduced_size(const ParamState& p) const { return zero_ == 0 ? p.size : p.chunk; }
-  // Sum of squares of the reduced gradients that count in the global norm: all of them, or one
-  // parameter's (0 when it is counted on another rank).
-  double gradient_sum_of_squares();
-  double gradient_sum_of_squares(ParamState& p);
-  // AdamW on every owned element, with the clipping factor; then clears the gradients.
-  void step(const cpu::AdamWConfig& config, int64_t step, double grad_scale);
+  // Adds into *total (a double in the backend's memory) the sum of squares of the reduced
+  // gradients that count in the global norm: all of them, or one parameter's (nothing when it
+  // is counted on another rank).
+  void add_gradient_sum_of_squares(double* total);
+  void add_gradient_sum_of_squares(ParamState& p, double* total);
+  // AdamW on every owned element, clipped by the squared global norm *norm_squared (in the
+  // backend's memory) to max_norm; then clears the gradients.
+  void step(const cpu::AdamWConfig& config, int64_t step, const double* norm_squared,
+            double max_norm);
 
   // Checkpoint tensors: params (when held), masters, m and v, by name, all fp32: ".param" is the
   // whole params' fp32 values (ZeRO 0's masters where they are apart, else the params widened),

@@ -85,7 +85,8 @@ RankRuntime::Impl::Impl(const CompiledPlan& compiled, int32_t rank, Backend& bac
       params(params),
       seed(seed),
       coord(RankLayout(plan, compiled.cluster.gpus_per_node).coord(rank)),
-      tokens_per_micro_batch(plan.micro_batch * plan.seq_len) {
+      tokens_per_micro_batch(plan.micro_batch * plan.seq_len),
+      norm_squared(backend) {
   for (TaskId id = 0; id < graph.size(); ++id) {
     if (graph.task(id).rank == rank) program.push_back(id);
   }
@@ -305,12 +306,12 @@ void RankRuntime::Impl::run_gradient_collective(const Task& task, const Operands
     params.gather_params(gathered, comm, members);
     return;
   }
-  if (!o.out.empty()) {  // the norm
-    double sum = 0;
+  if (!o.out.empty()) {  // the norm, squared, summed and reduced where the gradients are
+    double* sum = norm_squared.data();
+    backend.fill_zero(sum, 1);
     for (const TensorId t : o.read_grads)
-      sum += params.gradient_sum_of_squares(*slots[static_cast<size_t>(t)].param);
-    comm.all_reduce(std::span(&sum, 1), members, ReduceOp::kSum);
-    grad_norm = std::sqrt(sum);
+      params.add_gradient_sum_of_squares(*slots[static_cast<size_t>(t)].param, sum);
+    comm.all_reduce(std::span(sum, 1), members, ReduceOp::kSum);
     grad_norm_reduced = true;
     return;
   }
@@ -484,6 +485,9 @@ StepMeasurement RankRuntime::run_step(int64_t step, int64_t origin_ns) {
   if (!losses.empty()) backend.download(std::span(losses), impl.step_losses.data<float>());
   for (const float loss : losses) impl.measurement.loss_sum += loss;
   impl.measurement.loss_tokens = impl.losses_written;
+  double norm_squared = 0;
+  backend.download(std::span(&norm_squared, 1), impl.norm_squared.data());
+  impl.measurement.grad_norm = std::sqrt(norm_squared);
   for (size_t i = 0; i < issued.size(); ++i) {
     const int64_t start = shift + backend.mark_ns(issued[i].begin_mark);
     const int64_t finish = shift + backend.mark_ns(issued[i].end_mark);
@@ -491,7 +495,6 @@ StepMeasurement RankRuntime::run_step(int64_t step, int64_t origin_ns) {
                                       std::min(finish, start + issued[i].wait_ns), finish,
                                       issued[i].cpu_ns});
   }
-  impl.measurement.grad_norm = impl.grad_norm;
   return std::move(impl.measurement);
 }
 

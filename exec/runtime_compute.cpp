@@ -562,12 +562,14 @@ void RankRuntime::Impl::run_loss(const Task& task, const OpShape& op, const Oper
   losses_written += n;
 }
 
-// AdamW over every parameter the store holds, with the global norm's clipping factor: the norm
-// a collective computed this step, else this rank's own.
+// AdamW over every parameter the store holds, clipped by the global norm: the one a collective
+// computed this step, else this rank's own; it stays on the device.
 void RankRuntime::Impl::run_optimizer() {
-  if (!grad_norm_reduced) grad_norm = std::sqrt(params.gradient_sum_of_squares());
-  const double scale = cpu::clip_factor(grad_norm, optimizer.clip_grad_norm);
-  params.step(optimizer.adamw, step + 1, scale);
+  if (!grad_norm_reduced) {
+    backend.fill_zero(norm_squared.data(), 1);
+    params.add_gradient_sum_of_squares(norm_squared.data());
+  }
+  params.step(optimizer.adamw, step + 1, norm_squared.data(), optimizer.clip_grad_norm);
 }
 
 }  // namespace strata

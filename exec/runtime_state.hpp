@@ -192,7 +192,9 @@ struct RankRuntime::Impl {
   int64_t step = 0;
   int64_t first_sequence = 0;
   StepMeasurement measurement;
-  double grad_norm = 0;
+  // The step's squared global gradient norm, in the backend's memory: summed and reduced there,
+  // read there by AdamW, and by the host once the step is done.
+  DeviceScalar norm_squared;
   bool grad_norm_reduced = false;  // a collective computed the global norm this step
   // Per micro-batch of the step: input tokens (first stage) and targets (last stage).
   std::map<int64_t, std::pair<DeviceTokens, DeviceTokens>> step_tokens;

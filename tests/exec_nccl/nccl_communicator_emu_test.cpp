@@ -233,10 +233,11 @@ class DeviceBuffer {
 template <typename T>
 void check_against_inprocess() {
   // On each of its groups (tp, dp, pp pair, world) every rank all-reduces T (sum, max) and
-  // doubles (host scalars), reduce-scatters, all-gathers and broadcasts from the group's last
-  // rank, then each first-stage rank sends two messages to its pp peer and gets one back. Inputs
-  // where another order rounds differently (tests/exec/communicator_values.hpp); every result
-  // must equal the in-process communicator's bit for bit.
+  // doubles (in device memory, as the squared gradient norm), reduce-scatters, all-gathers and
+  // broadcasts from the group's last rank, then each first-stage rank sends two messages to its pp
+  // peer and gets one back. Inputs where another order rounds differently
+  // (tests/exec/communicator_values.hpp); every result must equal the in-process communicator's bit
+  // for bit.
   emu::clear_nccl_call_log();
   std::vector<std::vector<std::vector<T>>> got(kWorld), expected(kWorld);
   std::vector<std::vector<double>> got_doubles(kWorld), expected_doubles(kWorld);
@@ -258,7 +259,11 @@ void check_against_inprocess() {
       }
       std::vector<double> scalars = communicator_values<double>(rank, 2, call++);
       std::vector<double> reference_scalars = scalars;
-      nccl.all_reduce(std::span(scalars), group, ReduceOp::kSum);
+      double* device_scalars = backend.allocate<double>(2);
+      backend.upload(device_scalars, scalars);
+      nccl.all_reduce(std::span(device_scalars, 2), group, ReduceOp::kSum);
+      backend.download(std::span(scalars), device_scalars);
+      backend.release(device_scalars);
       reference.all_reduce(std::span(reference_scalars), group, ReduceOp::kSum);
       auto& doubles = got_doubles[static_cast<size_t>(rank)];
       doubles.insert(doubles.end(), scalars.begin(), scalars.end());

@@ -39,8 +39,12 @@ TEST_CASE("the NCCL communicator runs each collective of a 1-rank world on the G
                    std::span(gathered.data<float>(), 3), group);
   nccl->reduce_scatter(std::span<const float>(gathered.data<float>(), 3),
                        std::span(data.data<float>(), 3), group);
+  // Doubles are device memory too (the squared gradient norm).
+  const DeviceScalar device_scalar(backend);
   std::vector<double> scalar = {0.125};
-  nccl->all_reduce(std::span(scalar), group, ReduceOp::kSum);
+  backend.upload(device_scalar.data(), scalar);
+  nccl->all_reduce(std::span(device_scalar.data(), 1), group, ReduceOp::kSum);
+  backend.download(std::span(scalar), device_scalar.data());
   std::vector<float> result(3);
   backend.download(std::span(result), data.data<float>());
   CHECK(result == values);
