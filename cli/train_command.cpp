@@ -58,7 +58,7 @@ struct TrainCommandOptions {
 };
 
 // --comm: inprocess (ranks as threads), mpi (MPI processes; a device backend's buffers reduced
-// through the loopback communicator over MPI), or nccl (MPI processes, one GPU each, device
+// through the staged communicator over MPI), or nccl (MPI processes, one GPU each, device
 // buffers reduced by NCCL: --backend cuda only).
 void check_comm(const TrainCommandOptions& options) {
   if (options.comm != "inprocess" && options.comm != "mpi" && options.comm != "nccl") {
@@ -217,7 +217,7 @@ TrainOptions train_options(const TrainCommandOptions& options) {
 
 #if STRATA_HAVE_MPI && STRATA_HAVE_CUDA_BACKEND
 // An MPI process takes its node's device at its node-local rank (in turn where there are fewer
-// devices, each process's collectives then through the loopback communicator); under --comm nccl
+// devices, each process's collectives then staged through the host and MPI); under --comm nccl
 // each process needs a device of its own (NCCL refuses two ranks of a communicator on one GPU)
 // and its device buffers are reduced by NCCL.
 void use_node_devices(const TrainCommandOptions& options, TrainOptions& train) {
@@ -236,7 +236,7 @@ void use_node_devices(const TrainCommandOptions& options, TrainOptions& train) {
                                  "GPU per rank",
                                  local_size, devices),
                      fmt::format("start at most {} processes per node, or use --comm mpi (ranks "
-                                 "on one GPU reduce through the loopback communicator)",
+                                 "on one GPU reduce through the host and MPI)",
                                  devices));
   }
   train.device_backend = [device = local % devices](int32_t) { return make_cuda_backend(device); };

@@ -158,6 +158,14 @@ class Kernels {
                             const double* norm_squared, double max_norm) = 0;
 };
 
+// An event that the backends of other thread-ranks on the same device can wait for (the loopback
+// communicator's: a collective's input is ready, a rank's reads of its peers' buffers are done).
+// Destroyed with its last holder, which may be before it completes: the waits queued on it stand.
+class SharedEvent {
+ public:
+  virtual ~SharedEvent() = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -182,6 +190,8 @@ class Backend {
   // stream: a task on another stream sees the zeros once it waits for the allocating task's
   // event, or after synchronize().
   virtual void* allocate_bytes(int64_t bytes) = 0;
+  // Frees after the work queued so far on every stream of this backend. Memory may come from
+  // another backend of the same device (a loopback message, freed by its receiver).
   virtual void release(void* data) = 0;
   virtual void fill_zero_bytes(void* data, int64_t bytes) = 0;
   virtual void copy_bytes(void* dst, const void* src, int64_t bytes) = 0;
@@ -196,6 +206,17 @@ class Backend {
   // dtypes agree, else fp32 to bf16 rounded to nearest even or bf16 to fp32 exactly (where a bf16
   // graph meets its fp32 tensors: the logits, gradients reduced in bf16).
   virtual void convert(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n) = 0;
+
+  // out (n) = the reduction of the inputs (n each; buffers of any backend on this device), on the
+  // current stream: ((in[0] op in[1]) op in[2]) op ..., each step in the element's own
+  // arithmetic and rounded to it (reduce_step of exec/communicator.hpp): the communicators'
+  // group-order reduction, on device memory (the loopback communicator's). out overlaps no input.
+  virtual void reduce_in_order(float* out, std::span<const float* const> inputs, int64_t n,
+                               ReduceOp op) = 0;
+  virtual void reduce_in_order(double* out, std::span<const double* const> inputs, int64_t n,
+                               ReduceOp op) = 0;
+  virtual void reduce_in_order(Bf16* out, std::span<const Bf16* const> inputs, int64_t n,
+                               ReduceOp op) = 0;
 
   // The same in elements of T.
   template <typename T>
@@ -231,6 +252,10 @@ class Backend {
   // for it. Ids are the runtime's (one per task).
   virtual void record_event(Stream stream, int64_t event) = 0;
   virtual void wait_event(Stream stream, int64_t event) = 0;
+  // An event recorded on the current stream after the work queued so far, for other backends on
+  // the same device; wait_shared_event makes the current stream wait for one (from any of them).
+  virtual std::shared_ptr<const SharedEvent> record_shared_event() = 0;
+  virtual void wait_shared_event(const SharedEvent& event) = 0;
   // Blocks the host until every stream is idle.
   virtual void synchronize() = 0;
   // The current stream's handle in the device's own API (a cudaStream_t on CUDA), for a

@@ -2,8 +2,9 @@
 // Communicator: the collectives and point-to-point messages a rank of the executor runs over a
 // group of ranks (docs/design.md, "Executor"). Implementations: in-process (ranks are threads of
 // one process; exec/inprocess_communicator.hpp), MPI (ranks are processes;
-// exec/mpi_communicator.hpp), and for a device backend the loopback communicator (device buffers
-// staged through a host one; exec/loopback_communicator.hpp) and NCCL (exec/nccl_communicator.hpp).
+// exec/mpi_communicator.hpp), and for a device backend's buffers the loopback communicator
+// (thread-ranks on one device; exec/loopback_communicator.hpp, which also has the staged
+// communicator for device buffers through a host one) and NCCL (exec/nccl_communicator.hpp).
 //
 // Contract, the same for every implementation:
 //  - A group is the ascending list of the global ranks taking part; the calling rank is one of
@@ -23,13 +24,14 @@
 //    there, as the simulator's trace does (sim/trace.hpp, transfer_us), so that the time a rank
 //    waits for its peers to arrive is not counted as communication.
 //
-// Device communicators (NCCL) differ in three ways, and say so:
+// Device communicators (the loopback communicator and NCCL) differ, and say so:
 //  - Their calls are queued on the task's stream (Backend::native_stream) and return at once;
 //    they complete in stream order, before the work queued after them on that stream (the
 //    runtime records the task's event after its calls, so tasks that wait for it see the
 //    results). "Blocks until complete" above reads "complete in stream order" for them; their
 //    barrier still blocks the host. Their double buffers are device memory too (the squared
-//    gradient norm).
+//    gradient norm). The loopback communicator's host still meets its peers in each call (it
+//    exchanges buffers and events), NCCL's does not.
 //  - NCCL's sums are in NCCL's order (rings, trees, chosen by size and topology), not the group
 //    order above: its results are NOT bit-identical to the in-process, MPI or loopback
 //    communicators'. They differ in rounding only; runs on NCCL match the CPU runs' losses within
@@ -49,6 +51,14 @@
 namespace strata {
 
 using RankGroup = std::span<const int32_t>;
+
+// One step of the group-order reduction above, in T's arithmetic (float, double, or Bf16 with
+// each step rounded to bf16): the host communicators' and the CPU backend's reduce_in_order.
+template <typename T>
+T reduce_step(T accumulated, T next, ReduceOp op) {
+  if (op == ReduceOp::kSum) return accumulated + next;
+  return next > accumulated ? next : accumulated;
+}
 
 class Communicator {
  public:
@@ -111,6 +121,58 @@ class Communicator {
 
  private:
   int64_t first_transfer_ns_ = -1;
+};
+
+// The element-type overloads of a communicator whose calls are templates on the element type:
+// Derived defines all_reduce_typed<T> for T float, double and Bf16, and reduce_scatter_typed,
+// all_gather_typed, broadcast_typed, send_typed and recv_typed for float and Bf16, with the
+// arguments of the calls above (it befriends this class if they are private).
+template <typename Derived>
+class TypedCommunicator : public Communicator {
+ public:
+  void all_reduce(std::span<float> data, RankGroup group, ReduceOp op) override {
+    self().all_reduce_typed(data, group, op);
+  }
+  void all_reduce(std::span<double> data, RankGroup group, ReduceOp op) override {
+    self().all_reduce_typed(data, group, op);
+  }
+  void all_reduce(std::span<Bf16> data, RankGroup group, ReduceOp op) override {
+    self().all_reduce_typed(data, group, op);
+  }
+  void reduce_scatter(std::span<const float> send, std::span<float> recv,
+                      RankGroup group) override {
+    self().reduce_scatter_typed(send, recv, group);
+  }
+  void reduce_scatter(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) override {
+    self().reduce_scatter_typed(send, recv, group);
+  }
+  void all_gather(std::span<const float> send, std::span<float> recv, RankGroup group) override {
+    self().all_gather_typed(send, recv, group);
+  }
+  void all_gather(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) override {
+    self().all_gather_typed(send, recv, group);
+  }
+  void broadcast(std::span<float> data, int32_t root, RankGroup group) override {
+    self().broadcast_typed(data, root, group);
+  }
+  void broadcast(std::span<Bf16> data, int32_t root, RankGroup group) override {
+    self().broadcast_typed(data, root, group);
+  }
+  void send(std::span<const float> data, int32_t peer, int32_t tag) override {
+    self().send_typed(data, peer, tag);
+  }
+  void send(std::span<const Bf16> data, int32_t peer, int32_t tag) override {
+    self().send_typed(data, peer, tag);
+  }
+  void recv(std::span<float> data, int32_t peer, int32_t tag) override {
+    self().recv_typed(data, peer, tag);
+  }
+  void recv(std::span<Bf16> data, int32_t peer, int32_t tag) override {
+    self().recv_typed(data, peer, tag);
+  }
+
+ private:
+  Derived& self() { return static_cast<Derived&>(*this); }
 };
 
 }  // namespace strata

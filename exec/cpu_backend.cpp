@@ -7,13 +7,25 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "exec/backend.hpp"
+#include "exec/communicator.hpp"
 
 namespace strata {
 
 namespace {
+
+template <typename T>
+void reduce_on_host(T* out, std::span<const T* const> inputs, int64_t n, ReduceOp op) {
+  STRATA_ASSERT(!inputs.empty(), "a reduction has inputs");
+  std::copy_n(inputs[0], n, out);
+  for (const T* input : inputs.subspan(1)) {
+    for (int64_t k = 0; k < n; ++k) out[k] = reduce_step(out[k], input[k], op);
+  }
+}
 
 // Rows per block when a norm's backward recomputes its statistics from the input: the discarded
 // forward output needs a (64,C) scratch rather than (N,C).
@@ -51,9 +63,27 @@ class CpuBackend final : public Backend, public Kernels<float> {
     convert_on_host(dst, dst_dtype, src, src_dtype, n);
   }
 
+  void reduce_in_order(float* out, std::span<const float* const> inputs, int64_t n,
+                       ReduceOp op) override {
+    reduce_on_host(out, inputs, n, op);
+  }
+  void reduce_in_order(double* out, std::span<const double* const> inputs, int64_t n,
+                       ReduceOp op) override {
+    reduce_on_host(out, inputs, n, op);
+  }
+  void reduce_in_order(Bf16* out, std::span<const Bf16* const> inputs, int64_t n,
+                       ReduceOp op) override {
+    reduce_on_host(out, inputs, n, op);
+  }
+
   void set_stream(Stream) override {}
   void record_event(Stream, int64_t) override {}
   void wait_event(Stream, int64_t) override {}
+  // Every call is done when it returns: an event is complete once recorded.
+  std::shared_ptr<const SharedEvent> record_shared_event() override {
+    return std::make_shared<const SharedEvent>();
+  }
+  void wait_shared_event(const SharedEvent&) override {}
   void synchronize() override {}
 
   void clear_marks() override { marks_.clear(); }

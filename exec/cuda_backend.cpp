@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -40,6 +42,24 @@ auto* dev(T* data) {
     return reinterpret_cast<Device*>(data);
   }
 }
+
+// A CUDA event for the backends of other thread-ranks on the device (Backend::SharedEvent).
+// cudaEventDestroy on a recorded event that has not completed is allowed: its resources go once
+// it completes, and waits already queued on it stand (CUDA runtime API, cudaEventDestroy).
+class CudaSharedEvent final : public SharedEvent {
+ public:
+  explicit CudaSharedEvent(cudaStream_t stream) {
+    STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    STRATA_CUDA_CHECK(cudaEventRecord(event_, stream));
+  }
+  CudaSharedEvent(const CudaSharedEvent&) = delete;
+  CudaSharedEvent& operator=(const CudaSharedEvent&) = delete;
+  ~CudaSharedEvent() override { cudaEventDestroy(event_); }
+  cudaEvent_t event() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
 
 // A rank's device state, shared by its kernel sets: the device, the current stream, and per
 // stream its handle, the kernels' context and the backend's scratch.
@@ -414,6 +434,19 @@ class CudaBackend final : public Backend {
     }
   }
 
+  void reduce_in_order(float* out, std::span<const float* const> inputs, int64_t n,
+                       ReduceOp op) override {
+    reduce_in_order_typed(out, inputs, n, op);
+  }
+  void reduce_in_order(double* out, std::span<const double* const> inputs, int64_t n,
+                       ReduceOp op) override {
+    reduce_in_order_typed(out, inputs, n, op);
+  }
+  void reduce_in_order(Bf16* out, std::span<const Bf16* const> inputs, int64_t n,
+                       ReduceOp op) override {
+    reduce_in_order_typed(out, inputs, n, op);
+  }
+
   void* native_stream() override { return device_.stream(); }
   void set_stream(Stream stream) override { device_.current_ = static_cast<size_t>(stream); }
   void record_event(Stream stream, int64_t event) override {
@@ -427,6 +460,14 @@ class CudaBackend final : public Backend {
       throw std::logic_error(fmt::format("wait_event: event {} was never recorded", event));
     }
     STRATA_CUDA_CHECK(cudaStreamWaitEvent(device_.stream_of(stream), it->second, 0));
+  }
+  std::shared_ptr<const SharedEvent> record_shared_event() override {
+    return std::make_shared<const CudaSharedEvent>(device_.stream());
+  }
+  void wait_shared_event(const SharedEvent& event) override {
+    const auto* cuda_event = dynamic_cast<const CudaSharedEvent*>(&event);
+    STRATA_ASSERT(cuda_event != nullptr, "a shared event from another CUDA backend");
+    STRATA_CUDA_CHECK(cudaStreamWaitEvent(device_.stream(), cuda_event->event(), 0));
   }
   void synchronize() override {
     for (cudaStream_t stream : device_.streams_) {
@@ -456,6 +497,14 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  template <typename T>
+  void reduce_in_order_typed(T* out, std::span<const T* const> inputs, int64_t n, ReduceOp op) {
+    std::vector<const DeviceType<T>*> pointers;
+    for (const T* input : inputs) pointers.push_back(dev(input));
+    cuda::reduce_in_order(device_.ctx(), dev(out), pointers.data(),
+                          static_cast<int>(pointers.size()), n, op == ReduceOp::kMax);
+  }
+
   CudaDevice device_;
   CudaKernels<float> fp32_;
   CudaKernels<Bf16> bf16_;

@@ -1,10 +1,6 @@
 #include "exec/inprocess_communicator.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
@@ -18,24 +14,6 @@ namespace strata {
 
 namespace {
 
-enum class Collective : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast };
-
-int64_t steady_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-[[noreturn]] void throw_rank_failed() { throw std::runtime_error("another rank failed"); }
-
-// One step of a reduction in the buffer's own type; results accumulate in group order,
-// ((x0 + x1) + x2) + ..., the same steps as exec/mpi_communicator.cpp takes.
-template <typename T>
-T combine(T accumulated, T next, ReduceOp op) {
-  if (op == ReduceOp::kSum) return accumulated + next;
-  return next > accumulated ? next : accumulated;
-}
-
 // A group is ascending global ranks of the world, at least one.
 void check_group(RankGroup group, int32_t world_size) {
   STRATA_ASSERT(!group.empty(), "a communicator group has no ranks");
@@ -45,131 +23,7 @@ void check_group(RankGroup group, int32_t world_size) {
                             fmt::join(group, ", "), world_size));
 }
 
-}  // namespace
-
-// What one member brings to a collective: which collective, and the buffer the other members
-// read (all_reduce: its data; reduce_scatter and all_gather: its send; broadcast: the data).
-struct Contribution {
-  Collective kind = Collective::kAllReduce;
-  ReduceOp op = ReduceOp::kSum;
-  int32_t root = -1;  // broadcast's root, -1 otherwise
-  std::variant<std::span<const float>, std::span<const double>, std::span<const Bf16>> data;
-
-  size_t size() const {
-    return std::visit([](auto span) { return span.size(); }, data);
-  }
-};
-
-// Where the members of one group meet for each collective. A collective is two waits on a
-// generation barrier: meet() returns once every member has posted its contribution, then each
-// member computes its own result into a scratch buffer reading the others' buffers; leave()
-// returns once every member has done so, after which each writes its result into its own
-// buffer (the buffers are in place: writing earlier would change what a slower member reads).
-// Between the two waits no member posts again, so the contributions stay put.
-class Rendezvous {
- public:
-  Rendezvous(size_t members, const std::atomic<bool>& aborted)
-      : contributions_(members), aborted_(aborted) {}
-
-  struct Met {
-    std::span<const Contribution> all;  // every member's contribution, in group order
-    int64_t met_ns = 0;                 // when the last member arrived (steady clock)
-  };
-
-  // Posts `mine` as the contribution of member `index`; returns every member's once all arrived.
-  Met meet(size_t index, const Contribution& mine) {
-    std::unique_lock lock(mutex_);
-    contributions_[index] = mine;
-    arrive_and_wait(lock);
-    // The generation cannot open again before this member arrives again: met_ns_ is this one's.
-    return {contributions_, met_ns_};
-  }
-
-  // Returns when the last member arrived (steady clock).
-  int64_t leave() {
-    std::unique_lock lock(mutex_);
-    arrive_and_wait(lock);
-    return met_ns_;
-  }
-
-  // Wakes every waiter (abort): each sees the world aborted and throws.
-  void wake_all() {
-    std::lock_guard lock(mutex_);
-    cv_.notify_all();
-  }
-
- private:
-  // The last member to arrive opens the next generation and wakes the others.
-  void arrive_and_wait(std::unique_lock<std::mutex>& lock) {
-    const uint64_t generation = generation_;
-    if (++arrived_ == contributions_.size()) {
-      arrived_ = 0;
-      met_ns_ = steady_now_ns();
-      ++generation_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return generation_ != generation || aborted_.load(); });
-    }
-    if (aborted_.load()) throw_rank_failed();
-  }
-
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::vector<Contribution> contributions_;  // one per member, in group order
-  size_t arrived_ = 0;
-  uint64_t generation_ = 0;
-  int64_t met_ns_ = 0;  // when the latest generation's last member arrived
-  const std::atomic<bool>& aborted_;
-};
-
-// The messages sent to one rank, a FIFO queue per (sender, tag).
-class Mailbox {
- public:
-  explicit Mailbox(const std::atomic<bool>& aborted) : aborted_(aborted) {}
-
-  struct Message {
-    std::variant<std::vector<float>, std::vector<Bf16>> data;
-    int64_t sent_ns = 0;  // when it was put (steady clock)
-  };
-
-  template <typename T>
-  void put(int32_t sender, int32_t tag, std::vector<T> data) {
-    {
-      std::lock_guard lock(mutex_);
-      queues_[{sender, tag}].push_back({std::move(data), steady_now_ns()});
-    }
-    cv_.notify_all();
-  }
-
-  // Waits for the oldest message from `sender` with `tag` and removes it.
-  Message take(int32_t sender, int32_t tag) {
-    std::unique_lock lock(mutex_);
-    const std::pair key{sender, tag};
-    cv_.wait(lock, [&] {
-      const auto queue = queues_.find(key);
-      return aborted_.load() || (queue != queues_.end() && !queue->second.empty());
-    });
-    if (aborted_.load()) throw_rank_failed();
-    const auto queue = queues_.find(key);
-    Message message = std::move(queue->second.front());
-    queue->second.pop_front();
-    if (queue->second.empty()) queues_.erase(queue);  // tags may be used once each
-    return message;
-  }
-
-  void wake_all() {
-    std::lock_guard lock(mutex_);
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::map<std::pair<int32_t, int32_t>, std::deque<Message>> queues_;
-  const std::atomic<bool>& aborted_;
-};
-
-class InProcessCommunicator final : public Communicator {
+class InProcessCommunicator final : public TypedCommunicator<InProcessCommunicator> {
  public:
   InProcessCommunicator(InProcessWorld& world, int32_t rank) : world_(world), rank_(rank) {}
 
@@ -178,54 +32,7 @@ class InProcessCommunicator final : public Communicator {
 
   void register_groups(const std::vector<std::vector<int32_t>>& groups) override {
     world_.throw_if_aborted();
-    for (const std::vector<int32_t>& group : groups) {
-      check_group(group, world_size());
-      const auto member = std::ranges::find(group, rank_);
-      if (member == group.end()) continue;
-      const auto index = static_cast<size_t>(member - group.begin());
-      groups_.try_emplace(group, Member{&world_.rendezvous(group), index});
-    }
-  }
-
-  void all_reduce(std::span<float> data, RankGroup group, ReduceOp op) override {
-    all_reduce_typed(data, group, op);
-  }
-  void all_reduce(std::span<double> data, RankGroup group, ReduceOp op) override {
-    all_reduce_typed(data, group, op);
-  }
-  void all_reduce(std::span<Bf16> data, RankGroup group, ReduceOp op) override {
-    all_reduce_typed(data, group, op);
-  }
-  void reduce_scatter(std::span<const float> send, std::span<float> recv,
-                      RankGroup group) override {
-    reduce_scatter_typed(send, recv, group);
-  }
-  void reduce_scatter(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) override {
-    reduce_scatter_typed(send, recv, group);
-  }
-  void all_gather(std::span<const float> send, std::span<float> recv, RankGroup group) override {
-    all_gather_typed(send, recv, group);
-  }
-  void all_gather(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) override {
-    all_gather_typed(send, recv, group);
-  }
-  void broadcast(std::span<float> data, int32_t root, RankGroup group) override {
-    broadcast_typed(data, root, group);
-  }
-  void broadcast(std::span<Bf16> data, int32_t root, RankGroup group) override {
-    broadcast_typed(data, root, group);
-  }
-  void send(std::span<const float> data, int32_t peer, int32_t tag) override {
-    send_typed(data, peer, tag);
-  }
-  void send(std::span<const Bf16> data, int32_t peer, int32_t tag) override {
-    send_typed(data, peer, tag);
-  }
-  void recv(std::span<float> data, int32_t peer, int32_t tag) override {
-    recv_typed(data, peer, tag);
-  }
-  void recv(std::span<Bf16> data, int32_t peer, int32_t tag) override {
-    recv_typed(data, peer, tag);
+    groups_.merge(world_.join(groups, rank_));
   }
 
   void barrier() override {
@@ -234,27 +41,16 @@ class InProcessCommunicator final : public Communicator {
   }
 
  private:
-  struct Member {
-    Rendezvous* rendezvous = nullptr;
-    size_t index = 0;  // this rank's index in the group
-  };
-
-  // Every group a collective uses was registered (the MPI communicator needs it too).
-  Member member_of(RankGroup group) const {
-    const auto found = groups_.find(group);
-    STRATA_ASSERT(found != groups_.end(),
-                  fmt::format("rank {} runs a collective on group [{}], which it did not register "
-                              "or is not a member of",
-                              rank_, fmt::join(group, ", ")));
-    return found->second;
-  }
+  friend class TypedCommunicator<InProcessCommunicator>;
+  using Member = InProcessWorld::Member;
+  Member member_of(RankGroup group) const { return InProcessWorld::member(groups_, group, rank_); }
 
   template <typename T>
   void all_reduce_typed(std::span<T> data, RankGroup group, ReduceOp op) {
     world_.throw_if_aborted();
     const Member member = member_of(group);
     const auto [all, met_ns] = member.rendezvous->meet(
-        member.index, {Collective::kAllReduce, op, -1, std::span<const T>(data)});
+        member.index, {.kind = Collective::kAllReduce, .op = op, .data = std::span<const T>(data)});
     note_transfer(met_ns);
     check_matching(all, group);
     std::vector<T> result(data.size());
@@ -264,7 +60,7 @@ class InProcessCommunicator final : public Communicator {
         std::ranges::copy(x, result.begin());
         continue;
       }
-      for (size_t k = 0; k < result.size(); ++k) result[k] = combine(result[k], x[k], op);
+      for (size_t k = 0; k < result.size(); ++k) result[k] = reduce_step(result[k], x[k], op);
     }
     member.rendezvous->leave();
     std::ranges::copy(result, data.begin());
@@ -279,8 +75,8 @@ class InProcessCommunicator final : public Communicator {
                   fmt::format("reduce_scatter on rank {}: send has {} elements, not group size {} "
                               "x recv {}",
                               rank_, send.size(), group.size(), n));
-    const auto [all, met_ns] = member.rendezvous->meet(
-        member.index, {Collective::kReduceScatter, ReduceOp::kSum, -1, send});
+    const auto [all, met_ns] =
+        member.rendezvous->meet(member.index, {.kind = Collective::kReduceScatter, .data = send});
     note_transfer(met_ns);
     check_matching(all, group);
     std::vector<T> result(n);
@@ -291,7 +87,7 @@ class InProcessCommunicator final : public Communicator {
         std::ranges::copy(chunk, result.begin());
         continue;
       }
-      for (size_t k = 0; k < n; ++k) result[k] = combine(result[k], chunk[k], ReduceOp::kSum);
+      for (size_t k = 0; k < n; ++k) result[k] = reduce_step(result[k], chunk[k], ReduceOp::kSum);
     }
     member.rendezvous->leave();
     std::ranges::copy(result, recv.begin());
@@ -307,7 +103,7 @@ class InProcessCommunicator final : public Communicator {
                               "send {}",
                               rank_, recv.size(), group.size(), n));
     const auto [all, met_ns] =
-        member.rendezvous->meet(member.index, {Collective::kAllGather, ReduceOp::kSum, -1, send});
+        member.rendezvous->meet(member.index, {.kind = Collective::kAllGather, .data = send});
     note_transfer(met_ns);
     check_matching(all, group);
     std::vector<T> result(recv.size());
@@ -327,7 +123,8 @@ class InProcessCommunicator final : public Communicator {
     STRATA_ASSERT(root_member != group.end(), fmt::format("broadcast root {} is not in group [{}]",
                                                           root, fmt::join(group, ", ")));
     const auto [all, met_ns] = member.rendezvous->meet(
-        member.index, {Collective::kBroadcast, ReduceOp::kSum, root, std::span<const T>(data)});
+        member.index,
+        {.kind = Collective::kBroadcast, .root = root, .data = std::span<const T>(data)});
     note_transfer(met_ns);
     check_matching(all, group);
     // Only the root's buffer is read and the root does not write it: copy in place.
@@ -342,14 +139,14 @@ class InProcessCommunicator final : public Communicator {
   template <typename T>
   void send_typed(std::span<const T> data, int32_t peer, int32_t tag) {
     world_.throw_if_aborted();
-    check_peer(peer, tag);
+    check_peer(rank_, peer, tag, world_size());
     world_.mailbox(peer).put(rank_, tag, std::vector<T>(data.begin(), data.end()));
   }
 
   template <typename T>
   void recv_typed(std::span<T> data, int32_t peer, int32_t tag) {
     world_.throw_if_aborted();
-    check_peer(peer, tag);
+    check_peer(rank_, peer, tag, world_size());
     const Mailbox::Message message = world_.mailbox(rank_).take(peer, tag);
     note_transfer(message.sent_ns);
     const auto* values = std::get_if<std::vector<T>>(&message.data);
@@ -364,34 +161,36 @@ class InProcessCommunicator final : public Communicator {
     std::ranges::copy(*values, data.begin());
   }
 
-  // Every member called the same collective with the same sizes; a mismatch is a bug in the task
-  // graph (members of one group running different instances).
-  void check_matching(std::span<const Contribution> all, RankGroup group) const {
-    const Contribution& first = all.front();
-    for (size_t j = 1; j < all.size(); ++j) {
-      const Contribution& other = all[j];
-      STRATA_ASSERT(
-          other.kind == first.kind && other.op == first.op && other.root == first.root &&
-              other.data.index() == first.data.index() && other.size() == first.size(),
-          fmt::format("members of group [{}] called different collectives: rank {} posted {} "
-                      "elements (collective {}, op {}, root {}), rank {} posted {} (collective "
-                      "{}, op {}, root {})",
-                      fmt::join(group, ", "), group[0], first.size(), static_cast<int>(first.kind),
-                      static_cast<int>(first.op), first.root, group[j], other.size(),
-                      static_cast<int>(other.kind), static_cast<int>(other.op), other.root));
-    }
-  }
-
-  void check_peer(int32_t peer, int32_t tag) const {
-    STRATA_ASSERT(peer >= 0 && peer < world_size() && tag >= 0,
-                  fmt::format("rank {}: peer {} or tag {} out of range (world of {})", rank_, peer,
-                              tag, world_size()));
-  }
-
   InProcessWorld& world_;
   int32_t rank_;
-  std::map<std::vector<int32_t>, Member, InProcessWorld::GroupLess> groups_;
+  InProcessWorld::Memberships groups_;
 };
+
+}  // namespace
+
+void check_peer(int32_t rank, int32_t peer, int32_t tag, int32_t world_size) {
+  STRATA_ASSERT(peer >= 0 && peer < world_size && tag >= 0,
+                fmt::format("rank {}: peer {} or tag {} out of range (world of {})", rank, peer,
+                            tag, world_size));
+}
+
+void check_matching(std::span<const Contribution> all, RankGroup group) {
+  const Contribution& first = all.front();
+  for (size_t j = 1; j < all.size(); ++j) {
+    const Contribution& other = all[j];
+    STRATA_ASSERT(
+        other.kind == first.kind && other.op == first.op && other.root == first.root &&
+            other.data.index() == first.data.index() && other.size() == first.size() &&
+            other.device == first.device,
+        fmt::format("members of group [{}] called different collectives: rank {} posted {} "
+                    "{}elements (collective {}, op {}, root {}), rank {} posted {} {}(collective "
+                    "{}, op {}, root {})",
+                    fmt::join(group, ", "), group[0], first.size(), first.device ? "device " : "",
+                    static_cast<int>(first.kind), static_cast<int>(first.op), first.root, group[j],
+                    other.size(), other.device ? "device " : "", static_cast<int>(other.kind),
+                    static_cast<int>(other.op), other.root));
+  }
+}
 
 bool InProcessWorld::GroupLess::operator()(RankGroup a, RankGroup b) const {
   return std::ranges::lexicographical_compare(a, b);
@@ -424,6 +223,29 @@ void InProcessWorld::abort() {
 
 void InProcessWorld::throw_if_aborted() const {
   if (aborted_.load()) throw_rank_failed();
+}
+
+InProcessWorld::Memberships InProcessWorld::join(const std::vector<std::vector<int32_t>>& groups,
+                                                 int32_t rank) {
+  Memberships joined;
+  for (const std::vector<int32_t>& group : groups) {
+    check_group(group, world_size_);
+    const auto found = std::ranges::find(group, rank);
+    if (found == group.end()) continue;
+    joined.try_emplace(group,
+                       Member{&rendezvous(group), static_cast<size_t>(found - group.begin())});
+  }
+  return joined;
+}
+
+InProcessWorld::Member InProcessWorld::member(const Memberships& joined, RankGroup group,
+                                              int32_t rank) {
+  const auto found = joined.find(group);
+  STRATA_ASSERT(found != joined.end(),
+                fmt::format("rank {} runs a collective on group [{}], which it did not register "
+                            "or is not a member of",
+                            rank, fmt::join(group, ", ")));
+  return found->second;
 }
 
 Rendezvous& InProcessWorld::rendezvous(RankGroup group) {

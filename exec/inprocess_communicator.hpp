@@ -14,6 +14,9 @@
 // When one rank thread fails, the others would wait for it forever: its catch block calls
 // world.abort(), which wakes every waiting rank and makes every pending and later call on the
 // world throw std::runtime_error("another rank failed").
+//
+// The ranks' device buffers, where the thread-ranks share one device, meet on the same world
+// through the loopback communicator (exec/loopback_communicator.hpp).
 
 #include <atomic>
 #include <cstdint>
@@ -23,11 +26,9 @@
 #include <vector>
 
 #include "exec/communicator.hpp"
+#include "exec/rendezvous.hpp"
 
 namespace strata {
-
-class Rendezvous;
-class Mailbox;
 
 class InProcessWorld {
  public:
@@ -48,22 +49,32 @@ class InProcessWorld {
   void abort();
   bool aborted() const { return aborted_.load(); }
 
- private:
-  friend class InProcessCommunicator;
-
-  // Throws std::runtime_error("another rank failed") once abort() was called.
-  void throw_if_aborted() const;
-  // The rendezvous of a group (created on first use); `group` is ascending global ranks. The
-  // world barrier has its own, so it never meets a collective over the whole world.
-  Rendezvous& rendezvous(RankGroup group);
-  Rendezvous& barrier_rendezvous() { return *barrier_; }
-  Mailbox& mailbox(int32_t receiver) { return *mailboxes_[static_cast<size_t>(receiver)]; }
+  // The meeting places, for the communicators of this world (in-process and loopback).
 
   // Groups ordered by their rank lists; lookups by span need no copy.
   struct GroupLess {
     using is_transparent = void;
     bool operator()(RankGroup a, RankGroup b) const;
   };
+  // A rank's place in a group: the group's rendezvous and the rank's index in the group.
+  struct Member {
+    Rendezvous* rendezvous = nullptr;
+    size_t index = 0;
+  };
+  using Memberships = std::map<std::vector<int32_t>, Member, GroupLess>;
+  // The groups among `groups` that `rank` is a member of, each checked (ascending distinct ranks
+  // of the world) and given its rendezvous (made on first use). The world barrier has its own,
+  // so it never meets a collective over the whole world.
+  Memberships join(const std::vector<std::vector<int32_t>>& groups, int32_t rank);
+  // `rank`'s place in `group`, which it joined (a collective's group is a registered one).
+  static Member member(const Memberships& joined, RankGroup group, int32_t rank);
+  Rendezvous& barrier_rendezvous() { return *barrier_; }
+  Mailbox& mailbox(int32_t receiver) { return *mailboxes_[static_cast<size_t>(receiver)]; }
+  // Throws std::runtime_error("another rank failed") once abort() was called.
+  void throw_if_aborted() const;
+
+ private:
+  Rendezvous& rendezvous(RankGroup group);
 
   int32_t world_size_;
   std::atomic<bool> aborted_{false};

@@ -16,14 +16,6 @@ namespace strata {
 
 namespace {
 
-// One step of a reduction in the buffer's own type, the same as exec/inprocess_communicator.cpp's:
-// results accumulate in group order, ((x0 + x1) + x2) + ...
-template <typename T>
-T combine(T accumulated, T next, ReduceOp op) {
-  if (op == ReduceOp::kSum) return accumulated + next;
-  return next > accumulated ? next : accumulated;
-}
-
 // bf16 travels as its 16-bit words; this side sums it.
 template <typename T>
 MPI_Datatype mpi_type() {
@@ -136,20 +128,8 @@ void MpiCommunicator::all_reduce_typed(std::span<T> data, RankGroup group, Reduc
                                  mpi_type<T>(), comm));
   std::copy_n(gathered.begin(), n, data.begin());
   for (size_t j = 1; j < group.size(); ++j) {
-    for (size_t k = 0; k < n; ++k) data[k] = combine(data[k], gathered[j * n + k], op);
+    for (size_t k = 0; k < n; ++k) data[k] = reduce_step(data[k], gathered[j * n + k], op);
   }
-}
-
-void MpiCommunicator::all_reduce(std::span<float> data, RankGroup group, ReduceOp op) {
-  all_reduce_typed(data, group, op);
-}
-
-void MpiCommunicator::all_reduce(std::span<double> data, RankGroup group, ReduceOp op) {
-  all_reduce_typed(data, group, op);
-}
-
-void MpiCommunicator::all_reduce(std::span<Bf16> data, RankGroup group, ReduceOp op) {
-  all_reduce_typed(data, group, op);
 }
 
 template <typename T>
@@ -169,18 +149,9 @@ void MpiCommunicator::reduce_scatter_typed(std::span<const T> send, std::span<T>
       MPI_Alltoall(send.data(), count, mpi_type<T>(), gathered.data(), count, mpi_type<T>(), comm));
   std::copy_n(gathered.begin(), n, recv.begin());
   for (size_t j = 1; j < group.size(); ++j) {
-    for (size_t k = 0; k < n; ++k) recv[k] = combine(recv[k], gathered[j * n + k], ReduceOp::kSum);
+    for (size_t k = 0; k < n; ++k)
+      recv[k] = reduce_step(recv[k], gathered[j * n + k], ReduceOp::kSum);
   }
-}
-
-void MpiCommunicator::reduce_scatter(std::span<const float> send, std::span<float> recv,
-                                     RankGroup group) {
-  reduce_scatter_typed(send, recv, group);
-}
-
-void MpiCommunicator::reduce_scatter(std::span<const Bf16> send, std::span<Bf16> recv,
-                                     RankGroup group) {
-  reduce_scatter_typed(send, recv, group);
 }
 
 template <typename T>
@@ -203,16 +174,6 @@ void MpiCommunicator::all_gather_typed(std::span<const T> send, std::span<T> rec
       MPI_Allgather(send.data(), count, mpi_type<T>(), recv.data(), count, mpi_type<T>(), comm));
 }
 
-void MpiCommunicator::all_gather(std::span<const float> send, std::span<float> recv,
-                                 RankGroup group) {
-  all_gather_typed(send, recv, group);
-}
-
-void MpiCommunicator::all_gather(std::span<const Bf16> send, std::span<Bf16> recv,
-                                 RankGroup group) {
-  all_gather_typed(send, recv, group);
-}
-
 template <typename T>
 void MpiCommunicator::broadcast_typed(std::span<T> data, int32_t root, RankGroup group) {
   const MPI_Comm comm = group_comm(group);
@@ -221,14 +182,6 @@ void MpiCommunicator::broadcast_typed(std::span<T> data, int32_t root, RankGroup
                                                         root, fmt::join(group, ", ")));
   const auto root_index = static_cast<int>(root_member - group.begin());
   STRATA_MPI_CHECK(MPI_Bcast(data.data(), mpi_count(data.size()), mpi_type<T>(), root_index, comm));
-}
-
-void MpiCommunicator::broadcast(std::span<float> data, int32_t root, RankGroup group) {
-  broadcast_typed(data, root, group);
-}
-
-void MpiCommunicator::broadcast(std::span<Bf16> data, int32_t root, RankGroup group) {
-  broadcast_typed(data, root, group);
 }
 
 template <typename T>
@@ -241,14 +194,6 @@ void MpiCommunicator::send_typed(std::span<const T> data, int32_t peer, int32_t 
   STRATA_MPI_CHECK(MPI_Isend(pending.data.data(), mpi_count(data.size()), mpi_type<T>(), peer, tag,
                              world_, &pending.request));
   pending_sends_.push_back(std::move(pending));
-}
-
-void MpiCommunicator::send(std::span<const float> data, int32_t peer, int32_t tag) {
-  send_typed(data, peer, tag);
-}
-
-void MpiCommunicator::send(std::span<const Bf16> data, int32_t peer, int32_t tag) {
-  send_typed(data, peer, tag);
 }
 
 template <typename T>
@@ -264,14 +209,6 @@ void MpiCommunicator::recv_typed(std::span<T> data, int32_t peer, int32_t tag) {
                 fmt::format("rank {} received {} elements from rank {} (tag {}) into a buffer of "
                             "{}",
                             rank_, received, peer, tag, count));
-}
-
-void MpiCommunicator::recv(std::span<float> data, int32_t peer, int32_t tag) {
-  recv_typed(data, peer, tag);
-}
-
-void MpiCommunicator::recv(std::span<Bf16> data, int32_t peer, int32_t tag) {
-  recv_typed(data, peer, tag);
 }
 
 // Sends still in flight are not waited for here: their receivers may receive them after the

@@ -8,7 +8,8 @@
 // own reduction may add in any order (trees, rings, pairs), so every member's contribution is
 // gathered (MPI_Allgather for all_reduce, MPI_Alltoall of the chunks for reduce_scatter) and
 // summed here in group order, ((x0 + x1) + x2) + ..., at the price of group.size() times the
-// message bytes. Only built when CMake finds MPI (STRATA_HAVE_MPI=1).
+// message bytes; bf16 buffers move as 16-bit words and are summed here the same way. Only built
+// when CMake finds MPI (STRATA_HAVE_MPI=1).
 
 #include <cstddef>
 #include <cstdint>
@@ -21,7 +22,7 @@
 
 namespace strata {
 
-class MpiCommunicator final : public Communicator {
+class MpiCommunicator final : public TypedCommunicator<MpiCommunicator> {
  public:
   MpiCommunicator();
   // Waits for the sends still in flight (their receivers must receive them), frees the
@@ -35,24 +36,11 @@ class MpiCommunicator final : public Communicator {
   // Collective over the world: every rank calls MPI_Comm_split once per group, in list order.
   void register_groups(const std::vector<std::vector<int32_t>>& groups) override;
 
-  void all_reduce(std::span<float> data, RankGroup group, ReduceOp op) override;
-  void all_reduce(std::span<double> data, RankGroup group, ReduceOp op) override;
-  void reduce_scatter(std::span<const float> send, std::span<float> recv, RankGroup group) override;
-  void all_gather(std::span<const float> send, std::span<float> recv, RankGroup group) override;
-  void broadcast(std::span<float> data, int32_t root, RankGroup group) override;
-  // MPI_Isend of a copy of `data`; the copy lives until the send completes.
-  void send(std::span<const float> data, int32_t peer, int32_t tag) override;
-  void recv(std::span<float> data, int32_t peer, int32_t tag) override;
-  // The same on bf16 buffers: moved as 16-bit words, summed here in group order.
-  void all_reduce(std::span<Bf16> data, RankGroup group, ReduceOp op) override;
-  void reduce_scatter(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) override;
-  void all_gather(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) override;
-  void broadcast(std::span<Bf16> data, int32_t root, RankGroup group) override;
-  void send(std::span<const Bf16> data, int32_t peer, int32_t tag) override;
-  void recv(std::span<Bf16> data, int32_t peer, int32_t tag) override;
   void barrier() override;
 
  private:
+  friend class TypedCommunicator<MpiCommunicator>;
+
   // A send in flight: MPI reads `data` until `request` completes.
   struct PendingSend {
     std::vector<std::byte> data;
@@ -74,6 +62,7 @@ class MpiCommunicator final : public Communicator {
   void all_gather_typed(std::span<const T> send, std::span<T> recv, RankGroup group);
   template <typename T>
   void broadcast_typed(std::span<T> data, int32_t root, RankGroup group);
+  // MPI_Isend of a copy of `data`; the copy lives until the send completes.
   template <typename T>
   void send_typed(std::span<const T> data, int32_t peer, int32_t tag);
   template <typename T>

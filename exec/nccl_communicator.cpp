@@ -45,7 +45,7 @@ std::vector<std::vector<std::vector<int32_t>>> split_rounds(
   return rounds;
 }
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public TypedCommunicator<NcclCommunicator> {
  public:
   NcclCommunicator(Communicator& bootstrap, Backend& backend)
       : bootstrap_(bootstrap), backend_(backend) {
@@ -112,51 +112,6 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
-  void all_reduce(std::span<float> data, RankGroup group, ReduceOp op) override {
-    all_reduce_typed(data, group, op);
-  }
-  void all_reduce(std::span<Bf16> data, RankGroup group, ReduceOp op) override {
-    all_reduce_typed(data, group, op);
-  }
-
-  void all_reduce(std::span<double> data, RankGroup group, ReduceOp op) override {
-    all_reduce_typed(data, group, op);
-  }
-
-  void reduce_scatter(std::span<const float> send, std::span<float> recv,
-                      RankGroup group) override {
-    reduce_scatter_typed(send, recv, group);
-  }
-  void reduce_scatter(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) override {
-    reduce_scatter_typed(send, recv, group);
-  }
-  void all_gather(std::span<const float> send, std::span<float> recv, RankGroup group) override {
-    all_gather_typed(send, recv, group);
-  }
-  void all_gather(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) override {
-    all_gather_typed(send, recv, group);
-  }
-  void broadcast(std::span<float> data, int32_t root, RankGroup group) override {
-    broadcast_typed(data, root, group);
-  }
-  void broadcast(std::span<Bf16> data, int32_t root, RankGroup group) override {
-    broadcast_typed(data, root, group);
-  }
-
-  // The tag is not sent: NCCL matches messages between two ranks by order.
-  void send(std::span<const float> data, int32_t peer, int32_t /*tag*/) override {
-    send_typed(data, peer);
-  }
-  void send(std::span<const Bf16> data, int32_t peer, int32_t /*tag*/) override {
-    send_typed(data, peer);
-  }
-  void recv(std::span<float> data, int32_t peer, int32_t /*tag*/) override {
-    recv_typed(data, peer);
-  }
-  void recv(std::span<Bf16> data, int32_t peer, int32_t /*tag*/) override {
-    recv_typed(data, peer);
-  }
-
   void barrier() override {
     backend_.synchronize();
     bootstrap_.barrier();
@@ -167,6 +122,8 @@ class NcclCommunicator final : public Communicator {
   void end_p2p_batch() override { STRATA_NCCL_CHECK(ncclGroupEnd()); }
 
  private:
+  friend class TypedCommunicator<NcclCommunicator>;
+
   cudaStream_t stream() { return static_cast<cudaStream_t>(backend_.native_stream()); }
 
   template <typename T>
@@ -207,12 +164,13 @@ class NcclCommunicator final : public Communicator {
                                     static_cast<int>(root_member - group.begin()),
                                     group_comm(group), stream()));
   }
+  // The tag is not sent: NCCL matches messages between two ranks by order.
   template <typename T>
-  void send_typed(std::span<const T> data, int32_t peer) {
+  void send_typed(std::span<const T> data, int32_t peer, int32_t /*tag*/) {
     STRATA_NCCL_CHECK(ncclSend(data.data(), data.size(), nccl_type<T>(), peer, world_, stream()));
   }
   template <typename T>
-  void recv_typed(std::span<T> data, int32_t peer) {
+  void recv_typed(std::span<T> data, int32_t peer, int32_t /*tag*/) {
     STRATA_NCCL_CHECK(ncclRecv(data.data(), data.size(), nccl_type<T>(), peer, world_, stream()));
   }
 

@@ -79,8 +79,10 @@ struct RankRun {
   std::vector<CheckpointTensor> weights;
 };
 
+// `threads` is the in-process world of thread-ranks, null for an MPI rank: a device backend's
+// buffers then meet through the loopback communicator on it, else through the staged one.
 RankRun run_rank(const CompiledPlan& compiled, const TrainOptions& options, Communicator& comm,
-                 const TextDataset& data, int64_t first_step,
+                 InProcessWorld* threads, const TextDataset& data, int64_t first_step,
                  const std::function<void(const StepReport&)>& on_step) {
   const int32_t rank = comm.rank();
   const std::vector<int32_t> world = world_group(comm.world_size());
@@ -93,8 +95,13 @@ RankRun run_rank(const CompiledPlan& compiled, const TrainOptions& options, Comm
       options.device_backend ? options.device_backend(rank) : make_cpu_backend();
   std::unique_ptr<Communicator> device_comm;
   if (options.device_backend) {
-    device_comm = options.device_communicator ? options.device_communicator(comm, *backend)
-                                              : make_loopback_communicator(comm, *backend);
+    if (options.device_communicator) {
+      device_comm = options.device_communicator(comm, *backend);
+    } else if (threads != nullptr) {
+      device_comm = make_loopback_communicator(*threads, rank, *backend);
+    } else {
+      device_comm = make_staged_communicator(comm, *backend);
+    }
     device_comm->register_groups(groups);
   }
   RankRuntime runtime(compiled, rank, *backend, device_comm ? *device_comm : comm, data,
@@ -245,7 +252,7 @@ TrainResult train_in_process(const CompiledPlan& compiled, const TrainOptions& o
       try {
         std::unique_ptr<Communicator> comm = world.communicator(rank);
         runs[static_cast<size_t>(rank)] =
-            run_rank(compiled, options, *comm, data, first_step, on_step);
+            run_rank(compiled, options, *comm, &world, data, first_step, on_step);
       } catch (...) {
         {
           const std::lock_guard lock(failure_mutex);
@@ -277,7 +284,7 @@ TrainResult train_rank(const CompiledPlan& compiled, const TrainOptions& options
   const int64_t first_step = checkpoint_to_resume(compiled, options);
   const TextDataset data(options.data_path, compiled.plan.seq_len, options.seed, "--data");
   if (comm.world_size() > 1) cpu::set_matmul_threads(1);
-  RankRun run = run_rank(compiled, options, comm, data, first_step, on_step);
+  RankRun run = run_rank(compiled, options, comm, nullptr, data, first_step, on_step);
   TrainResult result;
   result.first_step = first_step;
   result.steps = run.steps;

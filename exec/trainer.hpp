@@ -32,10 +32,11 @@ struct TrainOptions {
   // Where each rank computes: null, the CPU backend on host memory; else the backend this
   // returns for a rank (the CUDA backend, exec/cuda_backend.hpp), whose buffers are device
   // memory: its collectives then go through device_communicator's communicator, by default the
-  // loopback one (exec/loopback_communicator.hpp) over the run's own.
+  // loopback one of the thread-ranks (exec/loopback_communicator.hpp), or for an MPI rank the
+  // staged one over the run's own.
   std::function<std::unique_ptr<Backend>(int32_t rank)> device_backend;
   // With device_backend: the communicator of each rank's device buffers, made from the run's
-  // own (`host`) and the rank's backend; null, the loopback communicator. The NCCL communicator
+  // own (`host`) and the rank's backend; null, the default above. The NCCL communicator
   // (exec/nccl_communicator.hpp) has this signature: make_nccl_communicator.
   std::function<std::unique_ptr<Communicator>(Communicator& host, Backend& backend)>
       device_communicator;

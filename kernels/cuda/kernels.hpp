@@ -282,6 +282,17 @@ void cross_entropy_backward(Context& ctx, T* dlogits, const T* logits, const flo
                             const float* sums, const int32_t* targets, int64_t vocab_start,
                             float scale, int64_t n, int64_t v);
 
+// ---- Communication ------------------------------------------------------------------------
+
+// out (n) = ((inputs[0] op inputs[1]) op inputs[2]) op ... over `count` inputs of n elements
+// (this device's memory, any allocation), op a sum or, with maximum, the larger: each step in
+// T's arithmetic and rounded to T (float, double, bf16), the host communicators' group-order
+// reduction (exec/communicator.hpp, reduce_step), bit for bit. out overlaps no input. The
+// loopback communicator's reduction over the buffers of the thread-ranks on one GPU.
+template <typename T>
+void reduce_in_order(Context& ctx, T* out, const T* const* inputs, int count, int64_t n,
+                     bool maximum);
+
 // ---- Optimizer ----------------------------------------------------------------------------
 
 // *total += sum of x[i]^2 over x (n), in fp64: one tensor's part of the squared global gradient

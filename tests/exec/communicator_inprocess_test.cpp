@@ -3,7 +3,10 @@
 // (exec/communicator.hpp), with inputs where another order rounds differently
 // (tests/exec/communicator_values.hpp). The groups are those of tp = 2, dp = 4: tp pairs {0,1},
 // {2,3}, {4,5}, {6,7}, dp groups {0,2,4,6} and {1,3,5,7}, and the world; ranks of different
-// groups run their collectives at the same time.
+// groups run their collectives at the same time. The collectives' facts are checked on the
+// loopback and staged communicators too (exec/loopback_communicator.hpp), over the CPU backend,
+// whose device memory is the host's: the loopback one posts the buffers and reduces with
+// Backend::reduce_in_order, the staged one copies them through the in-process one.
 
 #include <catch2/catch.hpp>
 
@@ -45,10 +48,18 @@ std::vector<Group> all_groups() {
   return {{0, 1}, {2, 3}, {4, 5}, {6, 7}, {0, 2, 4, 6}, {1, 3, 5, 7}, world_group()};
 }
 
+// Which communicator a test's ranks call: the in-process one, or the loopback or staged one over a
+// CPU backend per rank.
+enum class Kind { kInProcess, kLoopback, kStaged };
+
+const char* name(Kind kind) {
+  return kind == Kind::kInProcess ? "in-process" : kind == Kind::kLoopback ? "loopback" : "staged";
+}
+
 // Runs body(comm) on one thread per rank of a fresh world of kWorld ranks, each having registered
-// all_groups(). A rank that throws aborts the world (as the trainer does), so the others return;
-// the first exception is rethrown here once every thread has joined.
-void run_ranks(const std::function<void(Communicator&)>& body) {
+// all_groups(), comm being of `kind`. A rank that throws aborts the world (as the trainer does),
+// so the others return; the first exception is rethrown here once every thread has joined.
+void run_ranks(const std::function<void(Communicator&)>& body, Kind kind = Kind::kInProcess) {
   InProcessWorld world(kWorld);
   std::vector<std::exception_ptr> errors(kWorld);
   std::atomic<int32_t> first_failed{-1};
@@ -56,9 +67,15 @@ void run_ranks(const std::function<void(Communicator&)>& body) {
   for (int32_t rank = 0; rank < kWorld; ++rank) {
     threads.emplace_back([&, rank] {
       try {
-        const std::unique_ptr<Communicator> comm = world.communicator(rank);
-        comm->register_groups(all_groups());
-        body(*comm);
+        const std::unique_ptr<Communicator> host = world.communicator(rank);
+        const std::unique_ptr<Backend> cpu = make_cpu_backend();
+        std::unique_ptr<Communicator> device;
+        if (kind == Kind::kLoopback) device = make_loopback_communicator(world, rank, *cpu);
+        if (kind == Kind::kStaged) device = make_staged_communicator(*host, *cpu);
+        Communicator& comm = device ? *device : *host;
+        host->register_groups(all_groups());
+        comm.register_groups(all_groups());
+        body(comm);
       } catch (...) {
         errors[static_cast<size_t>(rank)] = std::current_exception();
         int32_t none = -1;
@@ -87,29 +104,32 @@ using PerRank = std::vector<std::vector<std::vector<T>>>;
 // odd ranks over tp first, so tp pairs and dp groups are in flight at the same time. Call
 // numbers: round * 3 + {0: tp, 1: dp, 2: world}.
 template <typename T>
-void check_concurrent_sums() {
+void check_concurrent_sums(Kind kind) {
+  INFO(name(kind));
   constexpr uint64_t kRounds = 6;
   PerRank<T> results(kWorld);
-  run_ranks([&](Communicator& comm) {
-    const int32_t rank = comm.rank();
-    auto& mine = results[static_cast<size_t>(rank)];
-    mine.resize(kRounds * 3);
-    for (uint64_t round = 0; round < kRounds; ++round) {
-      const auto reduce = [&](const Group& group, uint64_t which) {
-        std::vector<T> data = communicator_values<T>(rank, kElements, round * 3 + which);
-        comm.all_reduce(std::span<T>(data), group, ReduceOp::kSum);
-        mine[round * 3 + which] = data;
-      };
-      if (rank % 2 == 0) {
-        reduce(dp_group(rank), 1);
-        reduce(tp_group(rank), 0);
-      } else {
-        reduce(tp_group(rank), 0);
-        reduce(dp_group(rank), 1);
-      }
-      reduce(world_group(), 2);
-    }
-  });
+  run_ranks(
+      [&](Communicator& comm) {
+        const int32_t rank = comm.rank();
+        auto& mine = results[static_cast<size_t>(rank)];
+        mine.resize(kRounds * 3);
+        for (uint64_t round = 0; round < kRounds; ++round) {
+          const auto reduce = [&](const Group& group, uint64_t which) {
+            std::vector<T> data = communicator_values<T>(rank, kElements, round * 3 + which);
+            comm.all_reduce(std::span<T>(data), group, ReduceOp::kSum);
+            mine[round * 3 + which] = data;
+          };
+          if (rank % 2 == 0) {
+            reduce(dp_group(rank), 1);
+            reduce(tp_group(rank), 0);
+          } else {
+            reduce(tp_group(rank), 0);
+            reduce(dp_group(rank), 1);
+          }
+          reduce(world_group(), 2);
+        }
+      },
+      kind);
   for (uint64_t round = 0; round < kRounds; ++round) {
     for (int32_t rank = 0; rank < kWorld; ++rank) {
       const Group groups[] = {tp_group(rank), dp_group(rank), world_group()};
@@ -127,59 +147,61 @@ void check_concurrent_sums() {
 // Fact: all_reduce kSum in float is ((x0 + x1) + x2) + ... in group order, bitwise, on tp pairs,
 // dp groups and the world in flight together (inputs where the reverse order rounds otherwise).
 TEST_CASE(
-    "in-process all_reduce float sum over concurrent tp, dp and world groups equals the "
+    "in-process, loopback and staged all_reduce float sum over concurrent tp, dp and world groups "
+    "equals the "
     "serial sum in group order bitwise",
     "[communicator]") {
-  check_concurrent_sums<float>();
+  check_concurrent_sums<float>(GENERATE(Kind::kInProcess, Kind::kLoopback, Kind::kStaged));
 }
 
 // Fact: the same in double (inputs of 1e17 next to 1, where double rounds).
 TEST_CASE(
-    "in-process all_reduce double sum over concurrent tp, dp and world groups equals the "
+    "in-process, loopback and staged all_reduce double sum over concurrent tp, dp and world groups "
+    "equals the "
     "serial sum in group order bitwise",
     "[communicator]") {
-  check_concurrent_sums<double>();
+  check_concurrent_sums<double>(GENERATE(Kind::kInProcess, Kind::kLoopback, Kind::kStaged));
 }
 
 // Fact: the same in bf16, each step rounded to bf16 (common/bf16.hpp): ((x0 + x1) + x2) + ...
 TEST_CASE(
-    "in-process all_reduce bf16 sum over concurrent tp, dp and world groups equals the "
+    "in-process, loopback and staged all_reduce bf16 sum over concurrent tp, dp and world groups "
+    "equals the "
     "serial sum in group order bitwise",
     "[communicator]") {
-  check_concurrent_sums<Bf16>();
+  check_concurrent_sums<Bf16>(GENERATE(Kind::kInProcess, Kind::kLoopback, Kind::kStaged));
 }
 
 // Fact: in bf16, reduce_scatter gives member i the group-order sum of chunk i, all_gather the
 // concatenation, broadcast the root's data and send/recv the message, bit for bit; directly and
-// through the loopback communicator over the CPU backend (whose device memory is the host's).
-TEST_CASE("in-process and loopback bf16 collectives and messages equal the serial results",
+// through the loopback and staged communicators.
+TEST_CASE("in-process, loopback and staged bf16 collectives and messages equal the serial results",
           "[communicator]") {
-  for (const bool loopback : {false, true}) {
-    INFO((loopback ? "loopback" : "in-process"));
+  for (const Kind kind : {Kind::kInProcess, Kind::kLoopback, Kind::kStaged}) {
+    INFO(name(kind));
     PerRank<Bf16> results(kWorld);
-    run_ranks([&](Communicator& host) {
-      const std::unique_ptr<Backend> cpu = make_cpu_backend();
-      const std::unique_ptr<Communicator> staged = make_loopback_communicator(host, *cpu);
-      Communicator& comm = loopback ? *staged : host;
-      const int32_t rank = comm.rank();
-      auto& mine = results[static_cast<size_t>(rank)];
-      const Group group = world_group();
-      const std::vector<Bf16> send = communicator_values<Bf16>(rank, kWorld * kElements, 60);
-      std::vector<Bf16> recv(kElements);
-      comm.reduce_scatter(send, recv, group);
-      mine.push_back(recv);
-      const std::vector<Bf16> piece = communicator_values<Bf16>(rank, kElements, 61);
-      std::vector<Bf16> gathered(kWorld * kElements);
-      comm.all_gather(piece, gathered, group);
-      mine.push_back(gathered);
-      std::vector<Bf16> broadcast = communicator_values<Bf16>(rank, kElements, 62);
-      comm.broadcast(std::span(broadcast), 5, group);
-      mine.push_back(broadcast);
-      comm.send(std::span<const Bf16>(piece), (rank + 1) % kWorld, 3);
-      std::vector<Bf16> message(kElements);
-      comm.recv(std::span(message), (rank + kWorld - 1) % kWorld, 3);
-      mine.push_back(message);
-    });
+    run_ranks(
+        [&](Communicator& comm) {
+          const int32_t rank = comm.rank();
+          auto& mine = results[static_cast<size_t>(rank)];
+          const Group group = world_group();
+          const std::vector<Bf16> send = communicator_values<Bf16>(rank, kWorld * kElements, 60);
+          std::vector<Bf16> recv(kElements);
+          comm.reduce_scatter(send, recv, group);
+          mine.push_back(recv);
+          const std::vector<Bf16> piece = communicator_values<Bf16>(rank, kElements, 61);
+          std::vector<Bf16> gathered(kWorld * kElements);
+          comm.all_gather(piece, gathered, group);
+          mine.push_back(gathered);
+          std::vector<Bf16> broadcast = communicator_values<Bf16>(rank, kElements, 62);
+          comm.broadcast(std::span(broadcast), 5, group);
+          mine.push_back(broadcast);
+          comm.send(std::span<const Bf16>(piece), (rank + 1) % kWorld, 3);
+          std::vector<Bf16> message(kElements);
+          comm.recv(std::span(message), (rank + kWorld - 1) % kWorld, 3);
+          mine.push_back(message);
+        },
+        kind);
     std::vector<std::vector<Bf16>> pieces;
     std::vector<Bf16> concatenated;
     for (int32_t member = 0; member < kWorld; ++member) {
@@ -207,20 +229,24 @@ TEST_CASE("in-process and loopback bf16 collectives and messages equal the seria
 
 // Fact: kMax gives each element's largest value over the group (inputs of both signs).
 TEST_CASE(
-    "in-process all_reduce max equals the serial max over dp groups and the world, float "
-    "and double",
+    "in-process, loopback and staged all_reduce max equals the serial max over dp groups and "
+    "the world, float and double",
     "[communicator]") {
+  const Kind kind = GENERATE(Kind::kInProcess, Kind::kLoopback, Kind::kStaged);
+  INFO(name(kind));
   PerRank<float> floats(kWorld);
   PerRank<double> doubles(kWorld);
-  run_ranks([&](Communicator& comm) {
-    const int32_t rank = comm.rank();
-    std::vector<float> f = communicator_values<float>(rank, kElements, 40);
-    comm.all_reduce(std::span<float>(f), dp_group(rank), ReduceOp::kMax);
-    std::vector<double> d = communicator_values<double>(rank, kElements, 41);
-    comm.all_reduce(std::span<double>(d), world_group(), ReduceOp::kMax);
-    floats[static_cast<size_t>(rank)] = {f};
-    doubles[static_cast<size_t>(rank)] = {d};
-  });
+  run_ranks(
+      [&](Communicator& comm) {
+        const int32_t rank = comm.rank();
+        std::vector<float> f = communicator_values<float>(rank, kElements, 40);
+        comm.all_reduce(std::span<float>(f), dp_group(rank), ReduceOp::kMax);
+        std::vector<double> d = communicator_values<double>(rank, kElements, 41);
+        comm.all_reduce(std::span<double>(d), world_group(), ReduceOp::kMax);
+        floats[static_cast<size_t>(rank)] = {f};
+        doubles[static_cast<size_t>(rank)] = {d};
+      },
+      kind);
   for (int32_t rank = 0; rank < kWorld; ++rank) {
     INFO("rank " << rank);
     const auto float_inputs = inputs<float>(dp_group(rank), kElements, 40);
@@ -238,25 +264,29 @@ TEST_CASE(
 // elements); all_gather gives every member the concatenation of the members' sends in group
 // order. On dp groups (4 members) and the world (8).
 TEST_CASE(
-    "in-process reduce_scatter and all_gather equal the serial chunked sum and "
-    "concatenation on dp groups and the world",
+    "in-process, loopback and staged reduce_scatter and all_gather equal the serial chunked "
+    "sum and concatenation on dp groups and the world",
     "[communicator]") {
+  const Kind kind = GENERATE(Kind::kInProcess, Kind::kLoopback, Kind::kStaged);
+  INFO(name(kind));
   PerRank<float> results(kWorld);
-  run_ranks([&](Communicator& comm) {
-    const int32_t rank = comm.rank();
-    auto& mine = results[static_cast<size_t>(rank)];
-    for (const Group& group : {dp_group(rank), world_group()}) {
-      const std::vector<float> send =
-          communicator_values<float>(rank, group.size() * kElements, 50);
-      std::vector<float> recv(kElements);
-      comm.reduce_scatter(send, recv, group);
-      mine.push_back(recv);
-      const std::vector<float> piece = communicator_values<float>(rank, kElements, 51);
-      std::vector<float> gathered(group.size() * kElements);
-      comm.all_gather(piece, gathered, group);
-      mine.push_back(gathered);
-    }
-  });
+  run_ranks(
+      [&](Communicator& comm) {
+        const int32_t rank = comm.rank();
+        auto& mine = results[static_cast<size_t>(rank)];
+        for (const Group& group : {dp_group(rank), world_group()}) {
+          const std::vector<float> send =
+              communicator_values<float>(rank, group.size() * kElements, 50);
+          std::vector<float> recv(kElements);
+          comm.reduce_scatter(send, recv, group);
+          mine.push_back(recv);
+          const std::vector<float> piece = communicator_values<float>(rank, kElements, 51);
+          std::vector<float> gathered(group.size() * kElements);
+          comm.all_gather(piece, gathered, group);
+          mine.push_back(gathered);
+        }
+      },
+      kind);
   for (int32_t rank = 0; rank < kWorld; ++rank) {
     const Group groups[] = {dp_group(rank), world_group()};
     for (size_t g = 0; g < 2; ++g) {
@@ -280,18 +310,74 @@ TEST_CASE(
   }
 }
 
+// Fact: in place (NCCL's in-place forms: reduce_scatter's recv is chunk i of member i's send,
+// all_gather's send is chunk i of its recv), the results are the out-of-place ones: the loopback
+// communicator computes them apart (its peers read the buffer it writes) and writes them once
+// every member has read.
+TEST_CASE(
+    "in-process, loopback and staged reduce_scatter and all_gather in place equal the serial "
+    "chunked sum and concatenation",
+    "[communicator]") {
+  const Kind kind = GENERATE(Kind::kInProcess, Kind::kLoopback, Kind::kStaged);
+  INFO(name(kind));
+  const Group group = world_group();
+  PerRank<float> results(kWorld);
+  run_ranks(
+      [&](Communicator& comm) {
+        const int32_t rank = comm.rank();
+        const auto chunk = static_cast<std::ptrdiff_t>(rank * kElements);
+        std::vector<float> scattered = communicator_values<float>(rank, kWorld * kElements, 52);
+        comm.reduce_scatter(std::span<const float>(scattered),
+                            std::span(scattered).subspan(static_cast<size_t>(chunk), kElements),
+                            group);
+        std::vector<float> gathered(kWorld * kElements);
+        const std::vector<float> piece = communicator_values<float>(rank, kElements, 53);
+        std::ranges::copy(piece, gathered.begin() + chunk);
+        comm.all_gather(
+            std::span<const float>(gathered).subspan(static_cast<size_t>(chunk), kElements),
+            gathered, group);
+        results[static_cast<size_t>(rank)] = {
+            {scattered.begin() + chunk, scattered.begin() + chunk + kElements}, gathered};
+      },
+      kind);
+  std::vector<float> concatenated;
+  for (int32_t member = 0; member < kWorld; ++member) {
+    const auto piece = communicator_values<float>(member, kElements, 53);
+    concatenated.insert(concatenated.end(), piece.begin(), piece.end());
+  }
+  for (int32_t rank = 0; rank < kWorld; ++rank) {
+    INFO("rank " << rank);
+    std::vector<std::vector<float>> chunks;
+    for (int32_t member = 0; member < kWorld; ++member) {
+      const auto send = communicator_values<float>(member, kWorld * kElements, 52);
+      const auto first = send.begin() + static_cast<std::ptrdiff_t>(rank * kElements);
+      chunks.emplace_back(first, first + static_cast<std::ptrdiff_t>(kElements));
+    }
+    REQUIRE(order_matters(chunks));
+    CHECK(bitwise_equal<float>(results[static_cast<size_t>(rank)][0],
+                               serial_reduce(chunks, ReduceOp::kSum)));
+    CHECK(bitwise_equal<float>(results[static_cast<size_t>(rank)][1], concatenated));
+  }
+}
+
 // Fact: broadcast gives every member the root's data, the root being any member (here the third
 // of a dp group and rank 5 of the world), and leaves the root's own data as it was.
-TEST_CASE("in-process broadcast copies a non-first root's data to every member", "[communicator]") {
+TEST_CASE(
+    "in-process, loopback and staged broadcast copies a non-first root's data to every member",
+    "[communicator]") {
+  const Kind kind = GENERATE(Kind::kInProcess, Kind::kLoopback, Kind::kStaged);
+  INFO(name(kind));
   PerRank<float> results(kWorld);
-  run_ranks([&](Communicator& comm) {
-    const int32_t rank = comm.rank();
-    std::vector<float> dp = communicator_values<float>(rank, kElements, 60);
-    comm.broadcast(dp, dp_group(rank)[2], dp_group(rank));
-    std::vector<float> world = communicator_values<float>(rank, kElements, 61);
-    comm.broadcast(world, 5, world_group());
-    results[static_cast<size_t>(rank)] = {dp, world};
-  });
+  run_ranks(
+      [&](Communicator& comm) {
+        const int32_t rank = comm.rank();
+        std::vector<float> dp = communicator_values<float>(rank, kElements, 60);
+        comm.broadcast(dp, dp_group(rank)[2], dp_group(rank));
+        std::vector<float> world = communicator_values<float>(rank, kElements, 61);
+        comm.broadcast(world, 5, world_group());
+        results[static_cast<size_t>(rank)] = {dp, world};
+      },
+      kind);
   for (int32_t rank = 0; rank < kWorld; ++rank) {
     INFO("rank " << rank);
     CHECK(bitwise_equal<float>(results[static_cast<size_t>(rank)][0],

@@ -6,7 +6,8 @@
 // collectives in the same order on every member, the messages between two ranks sent and received
 // in the same order, collectives never grouped, and sends and receives grouped in pairs that match
 // across the two ranks (Megatron-LM's batched pipeline exchange: each rank's group of calls with
-// a peer meets one group of the peer's).
+// a peer meets one group of the peer's). The loopback communicator (exec/loopback_communicator.hpp)
+// must give the in-process bits call for call as well.
 // Each rank's buffers and streams are the CUDA backend's (exec/cuda_backend.hpp) on the
 // emulation. Catch2 is not thread-safe: rank threads only compute, the checks run after they join.
 
@@ -25,6 +26,7 @@
 
 #include "exec/cuda_backend.hpp"
 #include "exec/inprocess_communicator.hpp"
+#include "exec/loopback_communicator.hpp"
 #include "exec/nccl_check.hpp"
 #include "exec/nccl_communicator.hpp"
 #include "exec/trainer.hpp"
@@ -178,11 +180,16 @@ size_t check_call_log(const std::vector<NcclCall>& log, const std::vector<Group>
   return paired;
 }
 
-// Runs body(rank, nccl, reference, backend) on one thread per rank: `nccl` over the fake NCCL,
-// bootstrapped on one in-process world, `reference` on another; both registered `groups`. A
-// failing rank aborts both worlds so that the others return; the first failure is rethrown.
+// The device communicator under test: NCCL (the fake), or the loopback communicator.
+enum class Device { kNccl, kLoopback };
+
+// Runs body(rank, device, reference, backend) on one thread per rank: `device` over the fake NCCL
+// bootstrapped on one in-process world, or the loopback communicator on that world; `reference`
+// the in-process communicator of another; both registered `groups`. A failing rank aborts both
+// worlds so that the others return; the first failure is rethrown.
 void run_ranks(const std::vector<Group>& groups,
-               const std::function<void(int32_t, Communicator&, Communicator&, Backend&)>& body) {
+               const std::function<void(int32_t, Communicator&, Communicator&, Backend&)>& body,
+               Device kind = Device::kNccl) {
   InProcessWorld bootstrap_world(kWorld);
   InProcessWorld reference_world(kWorld);
   std::vector<std::exception_ptr> errors(kWorld);
@@ -193,10 +200,12 @@ void run_ranks(const std::vector<Group>& groups,
         const std::unique_ptr<Backend> backend = make_cuda_backend(0);
         const std::unique_ptr<Communicator> bootstrap = bootstrap_world.communicator(rank);
         const std::unique_ptr<Communicator> reference = reference_world.communicator(rank);
-        const std::unique_ptr<Communicator> nccl = make_nccl_communicator(*bootstrap, *backend);
-        nccl->register_groups(groups);
+        const std::unique_ptr<Communicator> device =
+            kind == Device::kNccl ? make_nccl_communicator(*bootstrap, *backend)
+                                  : make_loopback_communicator(bootstrap_world, rank, *backend);
+        device->register_groups(groups);
         reference->register_groups(groups);
-        body(rank, *nccl, *reference, *backend);
+        body(rank, *device, *reference, *backend);
       } catch (...) {
         errors[static_cast<size_t>(rank)] = std::current_exception();
         bootstrap_world.abort();
@@ -210,13 +219,19 @@ void run_ranks(const std::vector<Group>& groups,
   }
 }
 
-// A device copy of host values, read back after the calls queued on it.
+// A device copy of host values, read back after the calls queued on it. The values arrive by a
+// device copy queued on the current stream (the upload beside it completes before it returns):
+// like a task's output, they are there in stream order only, and on the emulator, which runs
+// queued work late and in the chosen order, only for a reader that waited for them.
 template <typename T>
 class DeviceBuffer {
  public:
   DeviceBuffer(Backend& backend, const std::vector<T>& values)
-      : backend_(backend), tensor_(backend, static_cast<int64_t>(values.size()), dtype_of<T>()) {
-    backend.upload(tensor_.data<T>(), values);
+      : backend_(backend),
+        source_(backend, static_cast<int64_t>(values.size()), dtype_of<T>()),
+        tensor_(backend, static_cast<int64_t>(values.size()), dtype_of<T>()) {
+    backend.upload(source_.data<T>(), values);
+    backend.copy(tensor_.data<T>(), source_.data<T>(), tensor_.size());
   }
   std::span<T> span() { return {tensor_.data<T>(), static_cast<size_t>(tensor_.size())}; }
   std::vector<T> host() {
@@ -227,11 +242,12 @@ class DeviceBuffer {
 
  private:
   Backend& backend_;
+  DeviceTensor source_;
   DeviceTensor tensor_;
 };
 
 template <typename T>
-void check_against_inprocess() {
+void check_against_inprocess(Device kind = Device::kNccl) {
   // On each of its groups (tp, dp, pp pair, world) every rank all-reduces T (sum, max) and
   // doubles (in device memory, as the squared gradient norm), reduce-scatters, all-gathers and
   // broadcasts from the group's last rank, then each first-stage rank sends two messages to its pp
@@ -241,86 +257,88 @@ void check_against_inprocess() {
   emu::clear_nccl_call_log();
   std::vector<std::vector<std::vector<T>>> got(kWorld), expected(kWorld);
   std::vector<std::vector<double>> got_doubles(kWorld), expected_doubles(kWorld);
-  run_ranks(layout_groups(), [&](int32_t rank, Communicator& nccl, Communicator& reference,
-                                 Backend& backend) {
-    auto& mine = got[static_cast<size_t>(rank)];
-    auto& theirs = expected[static_cast<size_t>(rank)];
-    uint64_t call = 0;
-    for (const Group& group : layout_groups()) {
-      if (!std::ranges::binary_search(group, rank)) continue;
-      const size_t n = kElements;
-      for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
-        std::vector<T> host = communicator_values<T>(rank, n, call++);
-        DeviceBuffer<T> device(backend, host);
-        nccl.all_reduce(device.span(), group, op);
-        reference.all_reduce(std::span(host), group, op);
-        mine.push_back(device.host());
-        theirs.push_back(host);
-      }
-      std::vector<double> scalars = communicator_values<double>(rank, 2, call++);
-      std::vector<double> reference_scalars = scalars;
-      double* device_scalars = backend.allocate<double>(2);
-      backend.upload(device_scalars, scalars);
-      nccl.all_reduce(std::span(device_scalars, 2), group, ReduceOp::kSum);
-      backend.download(std::span(scalars), device_scalars);
-      backend.release(device_scalars);
-      reference.all_reduce(std::span(reference_scalars), group, ReduceOp::kSum);
-      auto& doubles = got_doubles[static_cast<size_t>(rank)];
-      doubles.insert(doubles.end(), scalars.begin(), scalars.end());
-      auto& reference_doubles = expected_doubles[static_cast<size_t>(rank)];
-      reference_doubles.insert(reference_doubles.end(), reference_scalars.begin(),
-                               reference_scalars.end());
+  run_ranks(
+      layout_groups(),
+      [&](int32_t rank, Communicator& comm, Communicator& reference, Backend& backend) {
+        auto& mine = got[static_cast<size_t>(rank)];
+        auto& theirs = expected[static_cast<size_t>(rank)];
+        uint64_t call = 0;
+        for (const Group& group : layout_groups()) {
+          if (!std::ranges::binary_search(group, rank)) continue;
+          const size_t n = kElements;
+          for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+            std::vector<T> host = communicator_values<T>(rank, n, call++);
+            DeviceBuffer<T> device(backend, host);
+            comm.all_reduce(device.span(), group, op);
+            reference.all_reduce(std::span(host), group, op);
+            mine.push_back(device.host());
+            theirs.push_back(host);
+          }
+          std::vector<double> scalars = communicator_values<double>(rank, 2, call++);
+          std::vector<double> reference_scalars = scalars;
+          double* device_scalars = backend.allocate<double>(2);
+          backend.upload(device_scalars, scalars);
+          comm.all_reduce(std::span(device_scalars, 2), group, ReduceOp::kSum);
+          backend.download(std::span(scalars), device_scalars);
+          backend.release(device_scalars);
+          reference.all_reduce(std::span(reference_scalars), group, ReduceOp::kSum);
+          auto& doubles = got_doubles[static_cast<size_t>(rank)];
+          doubles.insert(doubles.end(), scalars.begin(), scalars.end());
+          auto& reference_doubles = expected_doubles[static_cast<size_t>(rank)];
+          reference_doubles.insert(reference_doubles.end(), reference_scalars.begin(),
+                                   reference_scalars.end());
 
-      const std::vector<T> scatter = communicator_values<T>(rank, group.size() * n, call++);
-      DeviceBuffer<T> scatter_send(backend, scatter);
-      DeviceBuffer<T> scattered(backend, std::vector<T>(n));
-      std::vector<T> reference_scattered(n);
-      nccl.reduce_scatter(scatter_send.span(), scattered.span(), group);
-      reference.reduce_scatter(scatter, std::span(reference_scattered), group);
-      mine.push_back(scattered.host());
-      theirs.push_back(reference_scattered);
+          const std::vector<T> scatter = communicator_values<T>(rank, group.size() * n, call++);
+          DeviceBuffer<T> scatter_send(backend, scatter);
+          DeviceBuffer<T> scattered(backend, std::vector<T>(n));
+          std::vector<T> reference_scattered(n);
+          comm.reduce_scatter(scatter_send.span(), scattered.span(), group);
+          reference.reduce_scatter(scatter, std::span(reference_scattered), group);
+          mine.push_back(scattered.host());
+          theirs.push_back(reference_scattered);
 
-      const std::vector<T> piece = communicator_values<T>(rank, n, call++);
-      DeviceBuffer<T> gather_send(backend, piece);
-      DeviceBuffer<T> gathered(backend, std::vector<T>(group.size() * n));
-      std::vector<T> reference_gathered(group.size() * n);
-      nccl.all_gather(gather_send.span(), gathered.span(), group);
-      reference.all_gather(piece, std::span(reference_gathered), group);
-      mine.push_back(gathered.host());
-      theirs.push_back(reference_gathered);
+          const std::vector<T> piece = communicator_values<T>(rank, n, call++);
+          DeviceBuffer<T> gather_send(backend, piece);
+          DeviceBuffer<T> gathered(backend, std::vector<T>(group.size() * n));
+          std::vector<T> reference_gathered(group.size() * n);
+          comm.all_gather(gather_send.span(), gathered.span(), group);
+          reference.all_gather(piece, std::span(reference_gathered), group);
+          mine.push_back(gathered.host());
+          theirs.push_back(reference_gathered);
 
-      std::vector<T> broadcast = communicator_values<T>(rank, n, call++);
-      DeviceBuffer<T> device_broadcast(backend, broadcast);
-      nccl.broadcast(device_broadcast.span(), group.back(), group);
-      reference.broadcast(std::span(broadcast), group.back(), group);
-      mine.push_back(device_broadcast.host());
-      theirs.push_back(broadcast);
-    }
-    const int32_t peer = rank < 4 ? rank + 4 : rank - 4;
-    if (rank < 4) {
-      for (uint64_t m = 0; m < 2; ++m) {
-        const std::vector<T> message = communicator_values<T>(rank, 3 + m, 100 + m);
-        DeviceBuffer<T> device(backend, message);
-        nccl.send(device.span(), peer, static_cast<int32_t>(m));
-        backend.synchronize();  // the message is copied out before its buffer is freed
-      }
-      DeviceBuffer<T> reply(backend, std::vector<T>(5));
-      nccl.recv(reply.span(), peer, 7);
-      mine.push_back(reply.host());
-      theirs.push_back(communicator_values<T>(peer, 5, 200));
-    } else {
-      for (uint64_t m = 0; m < 2; ++m) {
-        DeviceBuffer<T> device(backend, std::vector<T>(3 + m));
-        nccl.recv(device.span(), peer, static_cast<int32_t>(m));
-        mine.push_back(device.host());
-        theirs.push_back(communicator_values<T>(peer, 3 + m, 100 + m));
-      }
-      DeviceBuffer<T> reply(backend, communicator_values<T>(rank, 5, 200));
-      nccl.send(reply.span(), peer, 7);
-      backend.synchronize();
-    }
-    nccl.barrier();
-  });
+          std::vector<T> broadcast = communicator_values<T>(rank, n, call++);
+          DeviceBuffer<T> device_broadcast(backend, broadcast);
+          comm.broadcast(device_broadcast.span(), group.back(), group);
+          reference.broadcast(std::span(broadcast), group.back(), group);
+          mine.push_back(device_broadcast.host());
+          theirs.push_back(broadcast);
+        }
+        const int32_t peer = rank < 4 ? rank + 4 : rank - 4;
+        if (rank < 4) {
+          for (uint64_t m = 0; m < 2; ++m) {
+            const std::vector<T> message = communicator_values<T>(rank, 3 + m, 100 + m);
+            DeviceBuffer<T> device(backend, message);
+            comm.send(device.span(), peer, static_cast<int32_t>(m));
+            backend.synchronize();  // the message is copied out before its buffer is freed
+          }
+          DeviceBuffer<T> reply(backend, std::vector<T>(5));
+          comm.recv(reply.span(), peer, 7);
+          mine.push_back(reply.host());
+          theirs.push_back(communicator_values<T>(peer, 5, 200));
+        } else {
+          for (uint64_t m = 0; m < 2; ++m) {
+            DeviceBuffer<T> device(backend, std::vector<T>(3 + m));
+            comm.recv(device.span(), peer, static_cast<int32_t>(m));
+            mine.push_back(device.host());
+            theirs.push_back(communicator_values<T>(peer, 3 + m, 100 + m));
+          }
+          DeviceBuffer<T> reply(backend, communicator_values<T>(rank, 5, 200));
+          comm.send(reply.span(), peer, 7);
+          backend.synchronize();
+        }
+        comm.barrier();
+      },
+      kind);
   for (int32_t rank = 0; rank < kWorld; ++rank) {
     INFO("rank " << rank);
     const auto r = static_cast<size_t>(rank);
@@ -331,7 +349,7 @@ void check_against_inprocess() {
     }
     CHECK(test::bitwise_equal<double>(got_doubles[r], expected_doubles[r]));
   }
-  check_call_log(emu::nccl_call_log(), layout_groups());
+  if (kind == Device::kNccl) check_call_log(emu::nccl_call_log(), layout_groups());
 }
 
 TEST_CASE("the NCCL communicator on the emulated NCCL gives the in-process communicator's bits",
@@ -342,6 +360,27 @@ TEST_CASE("the NCCL communicator on the emulated NCCL gives the in-process commu
 // The same in bf16 (ncclBfloat16): each step of a sum rounded to bf16, in group order.
 TEST_CASE("the NCCL communicator in bf16 gives the in-process communicator's bits", "[emu][nccl]") {
   check_against_inprocess<Bf16>();
+}
+
+// The loopback communicator on the CUDA backend (device buffers of 8 thread-ranks on one device,
+// reduced by kernels/cuda's reduce_in_order) gives the same bits, fp32 and bf16, in each of the
+// emulator's orders: its streams wait for the peers' buffers and for the peers' reads only
+// through the events it exchanges, so a missing wait reads or writes a buffer out of turn in
+// some order.
+TEST_CASE(
+    "the loopback communicator on the CUDA backend gives the in-process communicator's bits in "
+    "every emulator order",
+    "[emu][loopback]") {
+  const emu::Options previous = emu::options();
+  for (const emu::Order order : {emu::Order::kForward, emu::Order::kReverse, emu::Order::kRandom}) {
+    emu::Options options = previous;
+    options.order = order;
+    emu::set_options(options);
+    INFO("emulator order " << static_cast<int>(order));
+    check_against_inprocess<float>(Device::kLoopback);
+    check_against_inprocess<Bf16>(Device::kLoopback);
+  }
+  emu::set_options(previous);
 }
 
 TEST_CASE("register_groups splits the same rounds on every rank: here tp, the world, dp, pp",
