@@ -42,6 +42,7 @@
 //    its receive, so pipeline messages go in batches (batches_p2p below).
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -51,6 +52,18 @@
 namespace strata {
 
 using RankGroup = std::span<const int32_t>;
+
+// Whether two buffers share memory (an in-place collective's send and recv).
+template <typename T>
+bool overlap(std::span<const T> a, std::span<const T> b) {
+  const std::less<const T*> less;
+  return less(a.data(), b.data() + b.size()) && less(b.data(), a.data() + a.size());
+}
+
+// A reduce_scatter's send holds group.size() chunks of recv's size, an all_gather's recv as many
+// of send's; a mismatch is a bug in the caller (TypedCommunicator checks every call).
+void check_reduce_scatter_sizes(int32_t rank, size_t send, size_t recv, RankGroup group);
+void check_all_gather_sizes(int32_t rank, size_t send, size_t recv, RankGroup group);
 
 // One step of the group-order reduction above, in T's arithmetic (float, double, or Bf16 with
 // each step rounded to bf16): the host communicators' and the CPU backend's reduce_in_order.
@@ -126,7 +139,8 @@ class Communicator {
 // The element-type overloads of a communicator whose calls are templates on the element type:
 // Derived defines all_reduce_typed<T> for T float, double and Bf16, and reduce_scatter_typed,
 // all_gather_typed, broadcast_typed, send_typed and recv_typed for float and Bf16, with the
-// arguments of the calls above (it befriends this class if they are private).
+// arguments of the calls above (it befriends this class if they are private). The sizes of
+// reduce_scatter and all_gather are checked here, before Derived's call.
 template <typename Derived>
 class TypedCommunicator : public Communicator {
  public:
@@ -141,15 +155,19 @@ class TypedCommunicator : public Communicator {
   }
   void reduce_scatter(std::span<const float> send, std::span<float> recv,
                       RankGroup group) override {
+    check_reduce_scatter_sizes(rank(), send.size(), recv.size(), group);
     self().reduce_scatter_typed(send, recv, group);
   }
   void reduce_scatter(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) override {
+    check_reduce_scatter_sizes(rank(), send.size(), recv.size(), group);
     self().reduce_scatter_typed(send, recv, group);
   }
   void all_gather(std::span<const float> send, std::span<float> recv, RankGroup group) override {
+    check_all_gather_sizes(rank(), send.size(), recv.size(), group);
     self().all_gather_typed(send, recv, group);
   }
   void all_gather(std::span<const Bf16> send, std::span<Bf16> recv, RankGroup group) override {
+    check_all_gather_sizes(rank(), send.size(), recv.size(), group);
     self().all_gather_typed(send, recv, group);
   }
   void broadcast(std::span<float> data, int32_t root, RankGroup group) override {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <functional>
 #include <type_traits>
 #include <utility>
 
@@ -34,12 +33,6 @@ int mpi_count(size_t elements) {
   STRATA_ASSERT(elements <= static_cast<size_t>(INT_MAX),
                 fmt::format("a message of {} elements is beyond MPI's int count", elements));
   return static_cast<int>(elements);
-}
-
-template <typename T>
-bool overlap(std::span<const T> a, std::span<const T> b) {
-  const std::less<const T*> less;
-  return less(a.data(), b.data() + b.size()) && less(b.data(), a.data() + a.size());
 }
 
 }  // namespace
@@ -137,10 +130,6 @@ void MpiCommunicator::reduce_scatter_typed(std::span<const T> send, std::span<T>
                                            RankGroup group) {
   const MPI_Comm comm = group_comm(group);
   const size_t n = recv.size();
-  STRATA_ASSERT(send.size() == group.size() * n,
-                fmt::format("reduce_scatter on rank {}: send has {} elements, not group size {} x "
-                            "recv {}",
-                            rank_, send.size(), group.size(), n));
   const int count = mpi_count(n);
   // gathered is (members, n): row j is member j's chunk for this rank. Alltoall has read all of
   // send before recv is written, so recv may alias send.
@@ -159,10 +148,6 @@ void MpiCommunicator::all_gather_typed(std::span<const T> send, std::span<T> rec
                                        RankGroup group) {
   const MPI_Comm comm = group_comm(group);
   const size_t n = send.size();
-  STRATA_ASSERT(recv.size() == group.size() * n,
-                fmt::format("all_gather on rank {}: recv has {} elements, not group size {} x "
-                            "send {}",
-                            rank_, recv.size(), group.size(), n));
   // MPI forbids send and recv to overlap (short of MPI_IN_PLACE): gather from a copy then.
   std::vector<T> copy;
   if (overlap(send, std::span<const T>(recv))) {
