@@ -33,6 +33,7 @@ struct SimulateCommandOptions {
   std::string calibration_path;
   std::string json_path;
   std::string trace_path;
+  bool no_fast_forward = false;
 };
 
 InputError rank_out_of_range(const std::string& flag, const std::string& value, int64_t rank,
@@ -155,6 +156,7 @@ int run_simulate(const SimulateCommandOptions& options) {
   SimOptions sim = parse_rank_options(options, inputs.plan.gpus());
   if (options.price) sim.price_usd_per_gpu_hour = parse_price(*options.price);
   sim.calibration = std::move(calibration);
+  sim.fast_forward = !options.no_fast_forward;
 
   const CompiledPlan compiled = compile_plan(inputs.model, inputs.cluster, inputs.plan, mode);
   if (!compiled.validation.ok()) {
@@ -216,6 +218,9 @@ void add_simulate_command(CLI::App& app, std::function<int()>& run) {
       ->add_option("--trace", options->trace_path,
                    "Write the step as a Chrome trace (open it in ui.perfetto.dev)")
       ->type_name("FILE");
+  command->add_flag("--no-fast-forward", options->no_fast_forward,
+                    "Simulate every micro-batch of the steady state instead of copying the "
+                    "periods that repeat exactly (the same step either way; for checking)");
   command->callback([options, &run] { run = [options] { return run_simulate(*options); }; });
 }
 

@@ -89,9 +89,26 @@ struct EngineStats {
   int64_t activities = 0;
   int64_t events = 0;        // activity starts plus completions answered (2 per activity)
   int64_t rate_updates = 0;  // max-min solves (one per distinct time at which flows change)
+  // Activities whose start and finish the steady-state fast-forward copied from an earlier
+  // period instead of simulating them (their events and solves are counted above as if
+  // simulated: the two ways give the same figures).
+  int64_t fast_forwarded = 0;
+};
+
+// What lets the engine skip repeating periods of a schedule (sim/engine_fast_forward.hpp): for
+// every activity, the activity that plays its role one period later (the same task one
+// micro-batch later), and one anchor per period whose start marks where the period begins.
+struct PeriodMap {
+  std::vector<ActivityId> next;     // by activity id; kNoActivity where no role repeats
+  std::vector<ActivityId> anchors;  // in schedule order: next[anchors[j]] == anchors[j + 1]
+  int32_t max_periods = 4;          // the longest repeat looked for, in periods
 };
 
 inline constexpr TimeNs kNoHorizon = std::numeric_limits<TimeNs>::max();
+
+namespace engine_detail {
+class FastForward;
+}
 
 class Engine {
  public:
@@ -118,6 +135,12 @@ class Engine {
   // also a later one (a collective's members are created before the transfer they wait for).
   void add_dependency(ActivityId activity, ActivityId dep);
 
+  // Turns on the steady-state fast-forward for run(): when the engine's state at an anchor's
+  // start repeats, renamed by `map`, the state at an earlier anchor's, the periods between are
+  // copied forward for as long as the copy is verified to be what simulating would do. Exact:
+  // start and finish times, and the stats, are those of a run without it. Before run().
+  void set_period_map(PeriodMap map);
+
   // Runs until every activity has finished and returns true. Asserts that no dependency cycle
   // strands an activity (add() alone cannot make one, its deps point to earlier ids;
   // add_dependency() can). With a horizon, stops instead (returning false, activities left
@@ -134,6 +157,7 @@ class Engine {
   EngineStats stats() const;
 
  private:
+  friend class engine_detail::FastForward;
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "common/error.hpp"
@@ -52,6 +53,20 @@ class EventQueue {
     heap_.pop_back();
     if (!heap_.empty()) sift_down(0, last);
     return first;
+  }
+
+  // Every entry, stale ones too, in no particular order.
+  std::span<const Event> entries() const { return heap_; }
+
+  // Moves every entry `shift_ns` later and lets `rename(entry)` give its new activity. The order
+  // in which entries come out is unchanged: every time moves by the same amount, and priorities
+  // and sequences stay.
+  template <class Rename>
+  void shift(TimeNs shift_ns, Rename rename) {
+    for (Event& e : heap_) {
+      e.time_ns += shift_ns;
+      e.activity = rename(e);
+    }
   }
 
   // Drops every entry for which `is_stale(entry)` holds and restores the heap. The order in

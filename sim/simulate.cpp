@@ -84,8 +84,10 @@ class GraphMapper {
     transfer_.assign(n, kNoActivity);
     finish_.assign(n, kNoActivity);
     std::vector<ActivityId> deps;
+    std::vector<ActivityId> first_activity(n + 1);
     for (TaskId id = 0; id < graph_.size(); ++id) {
       const Task& task = graph_.task(id);
+      first_activity[static_cast<size_t>(id)] = static_cast<ActivityId>(engine_.size());
       deps.clear();
       // The CPU executor's sends are buffered: its thread goes on once the message is copied
       // out, without waiting for the receiver.
@@ -119,6 +121,7 @@ class GraphMapper {
       }
     }
     STRATA_ASSERT(pending_.empty(), "a collective or p2p transfer misses members in the graph");
+    first_activity[n] = static_cast<ActivityId>(engine_.size());
     // A rank's thread gives its core up when its program ends.
     std::map<int32_t, TaskId> last_of_rank;
     for (TaskId id = 0; id < graph_.size(); ++id) last_of_rank[graph_.task(id).rank] = id;
@@ -128,6 +131,7 @@ class GraphMapper {
       const std::array<ActivityId, 1> done{finish_[static_cast<size_t>(last)]};
       engine_.add({.kind = ActivityKind::kRelease, .thread = thread}, done);
     }
+    if (options_.fast_forward) engine_.set_period_map(period_map(first_activity));
     if (!engine_.run(horizon_ns)) return std::nullopt;
     StepTimeline timeline;
     timeline.tasks.resize(n);
@@ -143,6 +147,83 @@ class GraphMapper {
   }
 
  private:
+  // The same task one micro-batch later: the k-th task of (rank, stream, micro-batch m) plays
+  // the k-th of (rank, stream, m + 1)'s role, and each of its activities (created in the same
+  // order, first_activity[task] to first_activity[task + 1]) the one at the same place. Tasks
+  // once per step, and tasks whose activities differ in number, play none. The engine checks
+  // every copied event against its rules, so a role that does not repeat only ends a copy. The
+  // anchors are the first rank's first compute-stream task of each micro-batch.
+  PeriodMap period_map(const std::vector<ActivityId>& first_activity) const {
+    // Each (rank, stream, micro-batch)'s tasks in id order, as a CSR over groups; a group's key
+    // plus one is the next micro-batch's.
+    const auto key = [](int32_t rank, Stream stream, int32_t micro_batch) {
+      return (uint64_t{static_cast<uint32_t>(rank)} << 32) |
+             (uint64_t{static_cast<uint8_t>(stream)} << 24) | static_cast<uint64_t>(micro_batch);
+    };
+    std::unordered_map<uint64_t, int32_t> group_of_key;
+    std::vector<int32_t> group_of_task(static_cast<size_t>(graph_.size()), -1);
+    std::vector<uint64_t> group_key;
+    uint64_t last_key = ~uint64_t{0};
+    int32_t last_group = -1;
+    for (TaskId id = 0; id < graph_.size(); ++id) {
+      const Task& t = graph_.task(id);
+      if (t.micro_batch < 0) continue;
+      STRATA_ASSERT(t.micro_batch < (1 << 24), "more than 2^24 micro-batches");
+      const uint64_t k = key(t.rank, t.stream, t.micro_batch);
+      if (k != last_key) {
+        const auto [it, inserted] =
+            group_of_key.try_emplace(k, static_cast<int32_t>(group_key.size()));
+        if (inserted) group_key.push_back(k);
+        last_key = k;
+        last_group = it->second;
+      }
+      group_of_task[static_cast<size_t>(id)] = last_group;
+    }
+    std::vector<int32_t> first_member(group_key.size() + 1, 0);
+    for (const int32_t g : group_of_task) {
+      if (g >= 0) ++first_member[static_cast<size_t>(g) + 1];
+    }
+    for (size_t g = 0; g < group_key.size(); ++g) first_member[g + 1] += first_member[g];
+    std::vector<TaskId> members(static_cast<size_t>(first_member.back()));
+    std::vector<int32_t> filled(first_member.begin(), first_member.end() - 1);
+    for (TaskId id = 0; id < graph_.size(); ++id) {
+      const int32_t g = group_of_task[static_cast<size_t>(id)];
+      if (g >= 0) members[static_cast<size_t>(filled[static_cast<size_t>(g)]++)] = id;
+    }
+
+    PeriodMap map;
+    map.next.assign(static_cast<size_t>(first_activity.back()), kNoActivity);
+    for (size_t g = 0; g < group_key.size(); ++g) {
+      const auto next = group_of_key.find(group_key[g] + 1);
+      if (next == group_of_key.end()) continue;
+      const auto h = static_cast<size_t>(next->second);
+      const int32_t count =
+          std::min(first_member[g + 1] - first_member[g], first_member[h + 1] - first_member[h]);
+      for (int32_t k = 0; k < count; ++k) {
+        const auto from_task =
+            static_cast<size_t>(members[static_cast<size_t>(first_member[g] + k)]);
+        const auto to_task = static_cast<size_t>(members[static_cast<size_t>(first_member[h] + k)]);
+        const ActivityId from = first_activity[from_task];
+        const ActivityId to = first_activity[to_task];
+        const ActivityId size = first_activity[from_task + 1] - from;
+        if (first_activity[to_task + 1] - to != size) continue;
+        for (ActivityId a = 0; a < size; ++a) map.next[static_cast<size_t>(from + a)] = to + a;
+      }
+    }
+    const int32_t anchor_rank = graph_.ranks().front().rank;
+    for (int32_t m = 0;; ++m) {
+      const auto g = group_of_key.find(key(anchor_rank, Stream::kCompute, m));
+      if (g == group_of_key.end()) break;
+      const TaskId first =
+          members[static_cast<size_t>(first_member[static_cast<size_t>(g->second)])];
+      map.anchors.push_back(start_[static_cast<size_t>(first)]);
+    }
+    // Megatron's interleaved schedule repeats every pipeline-size micro-batches.
+    const bool interleaved = compiled_.plan.schedule == ScheduleKind::kInterleaved;
+    map.max_periods = interleaved ? static_cast<int32_t>(2 * compiled_.plan.pp) : 4;
+    return map;
+  }
+
   // One processor per graph rank, with its device, efficiency tables and straggler factor.
   std::vector<ProcessorId> add_processors() {
     std::vector<ProcessorId> processor_of_rank(static_cast<size_t>(compiled_.plan.gpus()),

@@ -40,6 +40,9 @@ struct SimOptions {
   std::vector<SlowRank> slow_ranks;      // full graphs only
   std::vector<RankDevice> rank_devices;  // full graphs only
   double price_usd_per_gpu_hour = 0;     // 0: the cluster's
+  // Skip the periods in which the schedule repeats (sim/engine_fast_forward.hpp): exact, the
+  // same step either way; false is --no-fast-forward, which simulates every one.
+  bool fast_forward = true;
 };
 
 // The plan must have compiled with a valid graph. Throws InputError for options that need a
