@@ -161,9 +161,11 @@ bool FastForward::skip(Engine::State& s, const Checkpoint& a, const Checkpoint& 
                                          b.log_end - a.log_end);
   int64_t max_periods = std::numeric_limits<int64_t>::max();
   if (horizon_ns != kNoHorizon) max_periods = (horizon_ns - b.time_ns) / period_ns;
+  if (max_periods < 1) return false;
 
   // names[i]: the activity that window[i]'s plays in the period being copied.
-  std::vector<ActivityId> names(window.size());
+  std::vector<ActivityId>& names = names_;
+  names.resize(window.size());
   for (size_t i = 0; i < window.size(); ++i) names[i] = window[i].activity;
   int64_t periods = 0;
   while (periods < max_periods) {

@@ -118,6 +118,7 @@ class FastForward {
   size_t log_offset_ = 0;                // absolute index of log_[0]
   std::vector<Checkpoint> checkpoints_;  // oldest first, at most max_periods
   std::vector<Change> changes_;          // scratch of copy_period()
+  std::vector<ActivityId> names_;        // scratch of skip()
 };
 
 }  // namespace strata::engine_detail

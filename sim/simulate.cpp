@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <span>
 #include <tuple>
 #include <unordered_map>
 
@@ -131,7 +132,9 @@ class GraphMapper {
       const std::array<ActivityId, 1> done{finish_[static_cast<size_t>(last)]};
       engine_.add({.kind = ActivityKind::kRelease, .thread = thread}, done);
     }
-    if (options_.fast_forward) engine_.set_period_map(period_map(first_activity));
+    if (options_.fast_forward && repeats_long_enough()) {
+      engine_.set_period_map(period_map(first_activity));
+    }
     if (!engine_.run(horizon_ns)) return std::nullopt;
     StepTimeline timeline;
     timeline.tasks.resize(n);
@@ -147,6 +150,17 @@ class GraphMapper {
   }
 
  private:
+  // Whether the schedule has a steady state long enough to copy from: two anchors with the same
+  // state and a period after them. 1F1B's first stage is in its steady state for m - p of its m
+  // micro-batches (warm-up and cool-down take p - 1 each; GPipe's forward phase likewise), and
+  // Megatron's interleaved schedule repeats every p micro-batches once its warm-up of about
+  // 2 p is done. Shorter schedules are simulated whole, sparing the engine its event log.
+  bool repeats_long_enough() const {
+    const int64_t m = compiled_.plan.micro_batches();
+    const int64_t p = compiled_.plan.pp;
+    return compiled_.plan.schedule == ScheduleKind::kInterleaved ? m >= 5 * p : m >= p + 4;
+  }
+
   // The same task one micro-batch later: the k-th task of (rank, stream, micro-batch m) plays
   // the k-th of (rank, stream, m + 1)'s role, and each of its activities (created in the same
   // order, first_activity[task] to first_activity[task + 1]) the one at the same place. Tasks
@@ -220,7 +234,7 @@ class GraphMapper {
     }
     // Megatron's interleaved schedule repeats every pipeline-size micro-batches.
     const bool interleaved = compiled_.plan.schedule == ScheduleKind::kInterleaved;
-    map.max_periods = interleaved ? static_cast<int32_t>(2 * compiled_.plan.pp) : 4;
+    map.max_periods = interleaved ? static_cast<int32_t>(compiled_.plan.pp) : 4;
     return map;
   }
 
@@ -379,24 +393,35 @@ class GraphMapper {
     finish_[i] = engine_.add({.kind = blocks ? ActivityKind::kAcquire : ActivityKind::kDelay,
                               .thread = blocks ? thread : -1});
     const auto [key, expected] = instance_key(task);
+    if (expected == 1) {  // a folded graph's collectives: the member is the whole instance
+      add_transfer(task, {&ready, 1}, {&finish_[i], 1}, {&id, 1}, network);
+      return;
+    }
     Pending& pending = pending_[key];
     pending.ready.push_back(ready);
     pending.done.push_back(finish_[i]);
     pending.tasks.push_back(id);
     if (static_cast<int64_t>(pending.tasks.size()) < expected) return;
+    add_transfer(task, pending.ready, pending.done, pending.tasks, network);
+    pending_.erase(key);
+  }
 
-    const ActivityId join = engine_.add({.kind = ActivityKind::kDelay}, pending.ready);
+  // An instance whose members are all ready: the join of their ready activities, the transfer
+  // after it, and every member's finish after the transfer.
+  void add_transfer(const Task& task, std::span<const ActivityId> ready,
+                    std::span<const ActivityId> done, std::span<const TaskId> members,
+                    NetworkModel& network) {
+    const ActivityId join = engine_.add({.kind = ActivityKind::kDelay}, ready);
     ActivityId end = kNoActivity;
     if (task.kind == TaskKind::kCollective) {
-      end = network.add_collective(id, join);
+      end = network.add_collective(members.back(), join);
     } else {
       const bool send = task.p2p == P2pKind::kSend;
       end = network.add_p2p(send ? task.rank : task.peer, send ? task.peer : task.rank, task.bytes,
                             join);
     }
-    for (const ActivityId done : pending.done) engine_.add_dependency(done, end);
-    for (const TaskId member : pending.tasks) transfer_[static_cast<size_t>(member)] = join;
-    pending_.erase(key);
+    for (const ActivityId member_done : done) engine_.add_dependency(member_done, end);
+    for (const TaskId member : members) transfer_[static_cast<size_t>(member)] = join;
   }
 
   // Collectives: the k-th collective task of a rank on a group meets the k-th of every other
@@ -404,8 +429,10 @@ class GraphMapper {
   // key (1 + sender, receiver, tag). Returns the key and how many members the graph holds.
   std::pair<InstanceKey, int64_t> instance_key(const Task& task) {
     if (task.kind == TaskKind::kCollective) {
+      const int64_t members = members_in_graph(task.group);
+      if (members == 1) return {{0, task.group, 0}, 1};  // nobody to meet
       const int32_t occurrence = occurrences_[{task.rank, task.group}]++;
-      return {{0, task.group, occurrence}, members_in_graph(task.group)};
+      return {{0, task.group, occurrence}, members};
     }
     const bool send = task.p2p == P2pKind::kSend;
     const int32_t sender = send ? task.rank : task.peer;
@@ -414,12 +441,13 @@ class GraphMapper {
   }
 
   int64_t members_in_graph(int32_t group) {
-    auto [it, inserted] = group_members_.try_emplace(group, 0);
-    if (inserted) {
-      for (const int32_t member : graph_.group(group).ranks)
-        it->second += rank_index_.count(member);
+    if (group_members_.empty()) group_members_.assign(graph_.groups().size(), -1);
+    int64_t& members = group_members_[static_cast<size_t>(group)];
+    if (members < 0) {
+      members = 0;
+      for (const int32_t member : graph_.group(group).ranks) members += rank_index_.count(member);
     }
-    return it->second;
+    return members;
   }
 
   struct RankCompute {
@@ -443,9 +471,9 @@ class GraphMapper {
   std::vector<std::vector<TimeNs>> op_times_;  // by device, op
   std::map<InstanceKey, Pending> pending_;
   std::map<std::pair<int32_t, int32_t>, int32_t> occurrences_;  // (rank, group) -> collectives
-  std::map<int32_t, int64_t> group_members_;                    // group -> members in graph
-  std::map<int64_t, LinkId> host_links_;                        // node -> its shared cores
-  std::map<int64_t, CorePoolId> host_pools_;                    // node -> its cores
+  std::vector<int64_t> group_members_;        // by group: members in the graph, -1 until counted
+  std::map<int64_t, LinkId> host_links_;      // node -> its shared cores
+  std::map<int64_t, CorePoolId> host_pools_;  // node -> its cores
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@ TEST_CASE("every shipped scenario simulates the same step with and without fast-
           "[cli][fast-forward]") {
   const std::vector<std::string> paths = shipped_scenarios();
   REQUIRE(paths.size() >= 10);
+  int64_t copied_activities = 0;
   for (const std::string& path : paths) {
     cli::PlanFlags flags;
     flags.scenario = path;
@@ -47,12 +49,16 @@ TEST_CASE("every shipped scenario simulates the same step with and without fast-
     INFO(path << ": " << copied.engine.fast_forwarded << " of " << copied.engine.activities
               << " activities copied");
     test::require_same_step(copied, simulated);
+    copied_activities += copied.engine.fast_forwarded;
     // The trace is written from the timeline compared above; rendering it for the largest
     // scenarios (millions of tasks, hundreds of MB of JSON) would only repeat that comparison.
     if (compiled.graph.size() <= 300'000) {
       CHECK(trace_json(compiled, copied) == trace_json(compiled, simulated));
     }
   }
+  // The demo's plan and the long pipelines (the 1T model's 512 micro-batches) repeat: periods
+  // were copied, the comparison was not between two simulations.
+  CHECK(copied_activities > 0);
 }
 
 }  // namespace

@@ -78,7 +78,7 @@ std::vector<Case> grid() {
     add(p, GraphMode::kFull, {{3, 1.3}});
   }
   {
-    ParallelPlan p = apply_framework(make_plan(16, 1, 1, 1, 64, 1024), Framework::kHorovod);
+    ParallelPlan p = apply_framework(make_plan(16, 1, 1, 1, 128, 1024), Framework::kHorovod);
     add(p);
   }
   return cases;
