@@ -390,6 +390,12 @@ PathId Engine::add_path(std::span<const PathHop> hops) {
   return static_cast<PathId>(s.first_hop.size() - 2);
 }
 
+void Engine::reserve(int64_t activities, int64_t dependencies) {
+  STRATA_ASSERT(activities >= 0 && dependencies >= 0, "reserve() takes counts");
+  state_->activities.reserve(static_cast<size_t>(activities));
+  state_->deps.reserve(static_cast<size_t>(dependencies));
+}
+
 ActivityId Engine::add(const ActivitySpec& spec, std::span<const ActivityId> deps) {
   State& s = *state_;
   STRATA_ASSERT(!s.ran, "activities may be added only before run()");

@@ -128,6 +128,11 @@ class Engine {
   // A thread that runs on the pool's cores; it holds none at first.
   ThreadId add_thread(CorePoolId pool);
 
+  // Room for this many activities and dependency edges in all, so that add() does not move
+  // the arrays as they grow (large graphs: the move copies them and briefly holds both). A
+  // guess: more is only address space until used, fewer means growing as without it.
+  void reserve(int64_t activities, int64_t dependencies);
+
   // Adds an activity that starts once every activity in `deps` has finished (deps must already
   // exist). Activities may be added only before run().
   ActivityId add(const ActivitySpec& spec, std::span<const ActivityId> deps = {});

@@ -84,6 +84,12 @@ class GraphMapper {
     start_.assign(n, kNoActivity);
     transfer_.assign(n, kNoActivity);
     finish_.assign(n, kNoActivity);
+    // About four activities a task (4.3 on the demo's plan, 3.8 on Korthikanti's 1T, 1.4 on a
+    // full graph: a collective member's ready and done, its instance's join, algorithm steps and
+    // flows), each after its task's deps and stream predecessor. Room reserved is address space
+    // until used (Engine::reserve), and an array that outgrows it is copied once at twice its
+    // size: generous.
+    engine_.reserve(6 * graph_.size() + 1024, graph_.dep_count() + 6 * graph_.size() + 1024);
     std::vector<ActivityId> deps;
     std::vector<ActivityId> first_activity(n + 1);
     for (TaskId id = 0; id < graph_.size(); ++id) {
