@@ -8,8 +8,6 @@
 #include <tuple>
 
 #include <fmt/format.h>
-#include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/topological_sort.hpp>
 
 namespace strata {
 
@@ -345,40 +343,78 @@ void check_acyclic(const TaskGraph& graph, TaskUnion& together, ValidationReport
     if (root_node[static_cast<size_t>(root)] < 0) root_node[static_cast<size_t>(root)] = nodes++;
     node_of[static_cast<size_t>(id)] = root_node[static_cast<size_t>(root)];
   }
-  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
-  Graph dag(static_cast<size_t>(nodes));
+  // The merged nodes' edges as a CSR, each node's in the order added (every task's deps, then
+  // its stream predecessor, by task id); an edge inside a node is dropped.
   const std::vector<TaskId> previous = stream_predecessors(graph);
+  std::vector<std::pair<int32_t, int32_t>> edges;
+  edges.reserve(static_cast<size_t>(graph.dep_count()) + n);
   const auto edge = [&](TaskId from, TaskId to) {
     const int32_t a = node_of[static_cast<size_t>(from)];
     const int32_t b = node_of[static_cast<size_t>(to)];
-    if (a != b) boost::add_edge(static_cast<size_t>(a), static_cast<size_t>(b), dag);
+    if (a != b) edges.emplace_back(a, b);
   };
   for (TaskId id = 0; id < graph.size(); ++id) {
     for (const TaskId dep : graph.deps(id)) edge(dep, id);
     if (const TaskId before = previous[static_cast<size_t>(id)]; before >= 0) edge(before, id);
   }
-  std::vector<size_t> reversed;
-  reversed.reserve(static_cast<size_t>(nodes));
-  try {
-    boost::topological_sort(dag, std::back_inserter(reversed));
-  } catch (const boost::not_a_dag&) {
-    report_out.errors.push_back(
-        "the graph has a cycle once sends meet their recvs and collectives run together: the "
-        "schedule would deadlock");
-    return;
+  std::vector<int32_t> first_edge(static_cast<size_t>(nodes) + 1, 0);
+  for (const auto& [from, to] : edges) ++first_edge[static_cast<size_t>(from) + 1];
+  for (size_t v = 0; v < static_cast<size_t>(nodes); ++v) first_edge[v + 1] += first_edge[v];
+  std::vector<int32_t> targets(edges.size());
+  {
+    std::vector<int32_t> next(first_edge.begin(), first_edge.end() - 1);
+    for (const auto& [from, to] : edges)
+      targets[static_cast<size_t>(next[static_cast<size_t>(from)]++)] = to;
   }
-  // Expand merged nodes back into tasks, in topological order of the nodes.
+  std::vector<std::pair<int32_t, int32_t>>().swap(edges);
+
+  // Depth-first search from each node in order, out-edges in order; a node's position in the
+  // topological order is reversed finishing order (Boost's topological_sort, which this
+  // replaced, gives the same order); an edge back to a node on the path is a cycle.
+  enum : uint8_t { kUnseen, kOnPath, kDone };
+  std::vector<uint8_t> state(static_cast<size_t>(nodes), kUnseen);
   std::vector<int32_t> position(static_cast<size_t>(nodes));
-  for (size_t i = 0; i < reversed.size(); ++i) {
-    position[reversed[i]] = static_cast<int32_t>(reversed.size() - 1 - i);
+  std::vector<std::pair<int32_t, int32_t>> path;  // (node, its next edge)
+  int32_t finished = 0;
+  for (int32_t root = 0; root < nodes; ++root) {
+    if (state[static_cast<size_t>(root)] != kUnseen) continue;
+    state[static_cast<size_t>(root)] = kOnPath;
+    path.emplace_back(root, first_edge[static_cast<size_t>(root)]);
+    while (!path.empty()) {
+      auto& [node, next_edge] = path.back();
+      if (next_edge == first_edge[static_cast<size_t>(node) + 1]) {
+        state[static_cast<size_t>(node)] = kDone;
+        position[static_cast<size_t>(node)] = nodes - 1 - finished++;
+        path.pop_back();
+        continue;
+      }
+      const int32_t to = targets[static_cast<size_t>(next_edge++)];
+      if (state[static_cast<size_t>(to)] == kOnPath) {
+        report_out.errors.push_back(
+            "the graph has a cycle once sends meet their recvs and collectives run together: the "
+            "schedule would deadlock");
+        return;
+      }
+      if (state[static_cast<size_t>(to)] == kUnseen) {
+        state[static_cast<size_t>(to)] = kOnPath;
+        path.emplace_back(to, first_edge[static_cast<size_t>(to)]);
+      }
+    }
   }
+  // Expand merged nodes back into tasks, in topological order of the nodes (tasks of one node in
+  // id order): a counting sort by position.
+  std::vector<int32_t> first_of_position(static_cast<size_t>(nodes) + 1, 0);
+  for (size_t id = 0; id < n; ++id) {
+    ++first_of_position[static_cast<size_t>(position[static_cast<size_t>(node_of[id])]) + 1];
+  }
+  for (size_t p = 0; p < static_cast<size_t>(nodes); ++p)
+    first_of_position[p + 1] += first_of_position[p];
   auto& order = report_out.topological_order;
   order.resize(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](TaskId a, TaskId b) {
-    return position[static_cast<size_t>(node_of[static_cast<size_t>(a)])] <
-           position[static_cast<size_t>(node_of[static_cast<size_t>(b)])];
-  });
+  for (size_t id = 0; id < n; ++id) {
+    const auto p = static_cast<size_t>(position[static_cast<size_t>(node_of[id])]);
+    order[static_cast<size_t>(first_of_position[p]++)] = static_cast<TaskId>(id);
+  }
 }
 
 }  // namespace
