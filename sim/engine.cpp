@@ -1,15 +1,17 @@
-// The engine's state and its event loop. How the simulated world behaves is in engine.hpp; this
-// file says how it is computed:
-//  - activities live in one array of 48-byte records plus a successor CSR built by run();
+// The engine's event loop. How the simulated world behaves is in engine.hpp; this file says how
+// it is computed:
+//  - activities live in one array of 48-byte records plus a successor CSR built by run()
+//    (sim/engine_state.hpp);
 //  - the future is an EventQueue of projected completions, stale entries skipped by version;
 //  - the clock jumps from one distinct event time to the next; after answering every event of a
 //    time, settle() re-solves the links whose flows changed (only the connected component of
 //    links and flows reachable from them: max-min allocations of disjoint components are
-//    independent) and re-rates the computes of processors whose contention flipped.
+//    independent) and re-rates the computes of processors whose contention flipped;
+//  - with a period map, every start and finish is logged and each pass ends by letting the
+//    steady-state fast-forward (sim/engine_fast_forward.hpp) skip what repeats.
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <limits>
 #include <string>
 #include <vector>
