@@ -2,7 +2,8 @@
 // it is computed:
 //  - activities live in one array of 48-byte records plus a successor CSR built by run()
 //    (sim/engine_state.hpp);
-//  - the future is an EventQueue of projected completions, stale entries skipped by version;
+//  - the future is an EventQueue of projected completions, one per running activity, moved in
+//    place when a re-rate changes it;
 //  - the clock jumps from one distinct event time to the next; after answering every event of a
 //    time, settle() re-solves the links whose flows changed (only the connected component of
 //    links and flows reachable from them: max-min allocations of disjoint components are
@@ -319,7 +320,7 @@ void Engine::State::solve_dirty_links() {
     a.amount = std::max(0.0, a.amount - f.rate_bytes_per_s * elapsed_s);
     f.updated_ns = now_ns;
     f.rate_bytes_per_s = rate;
-    reschedule(f.activity, now_ns + ceil_ns(a.amount / rate * kNsPerSecond));
+    schedule(f.activity, now_ns + ceil_ns(a.amount / rate * kNsPerSecond));
   }
 }
 
@@ -333,19 +334,12 @@ void Engine::State::rerate_processor(Processor& p, bool contended) {
     if (a.finish_ns >= 0) continue;
     const TimeNs elapsed_ns = now_ns - std::max(a.start_ns, p.changed_ns);
     a.amount = std::max(0.0, a.amount - old_rate * static_cast<double>(elapsed_ns));
-    reschedule(id, now_ns + ceil_ns(a.amount / new_rate));
+    schedule(id, now_ns + ceil_ns(a.amount / new_rate));
     p.computes[kept++] = id;
   }
   p.computes.resize(kept);
   p.contended = contended;
   p.changed_ns = now_ns;
-}
-
-// Re-rating leaves stale entries behind; once they outnumber the live ones, drop them so the
-// heap stays proportional to the running activities.
-void Engine::State::drop_stale_events() {
-  if (queue.size() <= 2 * static_cast<size_t>(running) + 1024) return;
-  queue.remove_if([&](const Event& e) { return e.version != activities[e.activity].version; });
 }
 
 CorePoolId Engine::add_core_pool(int32_t cores, TimeNs slice_ns) {
@@ -498,18 +492,11 @@ bool Engine::run(TimeNs horizon_ns) {
   while (true) {
     while (!s.queue.empty() && s.queue.top().time_ns == s.now_ns) {
       const Event e = s.queue.pop();
-      if (e.version != s.activities[e.activity].version) continue;
       if (s.activities[e.activity].kind == ActivityKind::kRun && !s.run_done(e.activity)) continue;
       s.finish(e.activity);
     }
     s.settle();
-    s.drop_stale_events();
     if (s.fast_forward) s.fast_forward->end_of_pass(s, horizon_ns);
-    // A stale event on top must not end the run at the horizon: the step may be done by then.
-    while (!s.queue.empty() &&
-           s.queue.top().version != s.activities[s.queue.top().activity].version) {
-      s.queue.pop();
-    }
     if (s.queue.empty()) break;
     if (s.queue.top().time_ns > horizon_ns) return false;
     s.now_ns = s.queue.top().time_ns;

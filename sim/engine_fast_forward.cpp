@@ -78,13 +78,10 @@ FastForward::Checkpoint FastForward::record(const Engine::State& s, int32_t anch
   c.anchor = anchor;
   c.log_end = log_offset_ + log_.size();
   c.rate_updates = s.stats.rate_updates;
-  std::vector<Event> live;
-  for (const Event& e : s.queue.entries()) {
-    if (e.version == s.activities[static_cast<size_t>(e.activity)].version) live.push_back(e);
-  }
-  std::sort(live.begin(), live.end(), answered_before);
-  c.running.reserve(live.size());
-  for (const Event& e : live) {
+  std::vector<Event> queued(s.queue.entries().begin(), s.queue.entries().end());
+  std::sort(queued.begin(), queued.end(), answered_before);
+  c.running.reserve(queued.size());
+  for (const Event& e : queued) {
     const Activity& a = s.activities[static_cast<size_t>(e.activity)];
     // A running tick ends at a multiple of its period, not at a time relative to its start: a
     // state with one is never copied from.
@@ -192,7 +189,6 @@ bool FastForward::skip(Engine::State& s, const Checkpoint& a, const Checkpoint& 
     STRATA_ASSERT(next.start_ns == from.start_ns + shift_ns && next.finish_ns < 0,
                   "fast-forward: a running activity's image did not start with it");
     next.amount = from.amount;
-    next.version = from.version;
     next.pending_or_slot = from.pending_or_slot;
     if (next.kind == ActivityKind::kFlow && next.pending_or_slot != kNoFlowSlot) {
       ActiveFlow& f = s.flows[static_cast<size_t>(next.pending_or_slot)];
@@ -205,9 +201,9 @@ bool FastForward::skip(Engine::State& s, const Checkpoint& a, const Checkpoint& 
   s.queue.shift(shift_ns, [&](const Event& e) {
     const auto it = std::lower_bound(renamed.begin(), renamed.end(),
                                      std::pair{e.activity, std::numeric_limits<ActivityId>::min()});
-    const bool live = it != renamed.end() && it->first == e.activity &&
-                      e.version == s.activities[static_cast<size_t>(it->second)].version;
-    return live ? it->second : e.activity;
+    STRATA_ASSERT(it != renamed.end() && it->first == e.activity,
+                  "fast-forward: a queued completion is not a running activity's");
+    return it->second;
   });
   size_t next_compute = 0;
   for (Processor& p : s.processors) {

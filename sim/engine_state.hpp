@@ -31,7 +31,6 @@ struct Activity {
   // Before the start: dependencies not finished yet. A running flow: its slot in State::flows,
   // or kNoFlowSlot for one with no bytes to move.
   int32_t pending_or_slot = 0;
-  uint32_t version = 0;  // bumped on each re-rate; heap entries with an older one are stale
   int16_t priority = 0;
   ActivityKind kind = ActivityKind::kDelay;
 };
@@ -137,14 +136,9 @@ struct Engine::State {
     return {hops.data() + first_hop[p], hops.data() + first_hop[p + 1]};
   }
 
+  // Its completion at `finish_ns`, replacing the one it had (a re-rate).
   void schedule(ActivityId id, TimeNs finish_ns) {
-    const Activity& a = activities[id];
-    queue.push(finish_ns, a.priority, id, a.version);
-  }
-
-  void reschedule(ActivityId id, TimeNs finish_ns) {
-    ++activities[id].version;
-    schedule(id, finish_ns);
+    queue.schedule(finish_ns, activities[id].priority, id);
   }
 
   void mark_link(LinkId l) {
@@ -174,7 +168,6 @@ struct Engine::State {
   void settle();
   void solve_dirty_links();
   void rerate_processor(Processor& p, bool contended);
-  void drop_stale_events();
 };
 
 }  // namespace strata

@@ -1,15 +1,16 @@
 #pragma once
-// The engine's future events: the projected completions of running activities, answered in the
-// fixed order (time, priority, sequence) so that runs are reproducible to the byte. The sequence
-// is the order in which events were pushed, so two events at one time and one priority come out
-// first-pushed first.
+// The engine's future events: the projected completion of each running activity, answered in
+// the fixed order (time, priority, sequence) so that runs are reproducible to the byte. The
+// sequence is the order in which completions were scheduled, so two events at one time and one
+// priority come out first-scheduled first.
 //
 // A 4-ary min-heap of 24-byte entries: a pop touches log4(n) levels of four adjacent children,
 // which stays in cache for the few hundred to few thousand activities a simulation has running.
-// An entry carries the activity's version when it was pushed; the engine re-rates an activity by
-// bumping its version and pushing again, and skips entries whose version is stale when they come
-// out (lazy invalidation).
+// An activity has at most one entry: scheduling it again (the engine re-rates a flow or a
+// compute) moves its entry to the new time with a new sequence, in place, where a heap without
+// an index would push a second entry and skip the stale one when it came out.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -24,7 +25,6 @@ struct Event {
   TimeNs time_ns = 0;
   uint64_t order = 0;  // priority (biased to unsigned) in the top 16 bits, sequence in the low 48
   ActivityId activity = kNoActivity;
-  uint32_t version = 0;
 };
 
 // Whether `a` is answered before `b`: by time, then priority, then sequence.
@@ -34,13 +34,25 @@ inline bool answered_before(const Event& a, const Event& b) {
 
 class EventQueue {
  public:
-  void push(TimeNs time_ns, int16_t priority, ActivityId activity, uint32_t version) {
-    STRATA_ASSERT(next_sequence_ < kSequenceLimit, "more than 2^48 events pushed");
+  // `activity`'s completion at `time_ns`, replacing the one it had: it comes out after every
+  // event of its time and priority scheduled before this call.
+  void schedule(TimeNs time_ns, int16_t priority, ActivityId activity) {
+    STRATA_ASSERT(next_sequence_ < kSequenceLimit, "more than 2^48 events scheduled");
     const uint64_t biased_priority = static_cast<uint64_t>(static_cast<int32_t>(priority) + 32768);
-    const Event event{time_ns, (biased_priority << kSequenceBits) | next_sequence_++, activity,
-                      version};
-    heap_.push_back(event);
-    sift_up(heap_.size() - 1, event);
+    const Event event{time_ns, (biased_priority << kSequenceBits) | next_sequence_++, activity};
+    const auto a = static_cast<size_t>(activity);
+    if (a >= slot_.size()) slot_.resize(std::max(a + 1, 2 * slot_.size()), kNoSlot);
+    if (slot_[a] == kNoSlot) {
+      heap_.push_back(event);
+      sift_up(heap_.size() - 1, event);
+      return;
+    }
+    const auto hole = static_cast<size_t>(slot_[a]);
+    if (answered_before(event, heap_[hole])) {
+      sift_up(hole, event);
+    } else {
+      sift_down(hole, event);
+    }
   }
 
   bool empty() const { return heap_.empty(); }
@@ -49,48 +61,53 @@ class EventQueue {
 
   Event pop() {
     const Event first = heap_.front();
+    slot_[static_cast<size_t>(first.activity)] = kNoSlot;
     const Event last = heap_.back();
     heap_.pop_back();
     if (!heap_.empty()) sift_down(0, last);
     return first;
   }
 
-  // Every entry, stale ones too, in no particular order.
+  // Every entry, one per scheduled activity, in no particular order.
   std::span<const Event> entries() const { return heap_; }
 
-  // Moves every entry `shift_ns` later and lets `rename(entry)` give its new activity. The order
+  // Moves every entry `shift_ns` later and gives it the activity `rename(entry)` (distinct
+  // entries to distinct activities, none of them scheduled but by a renamed entry). The order
   // in which entries come out is unchanged: every time moves by the same amount, and priorities
   // and sequences stay.
   template <class Rename>
   void shift(TimeNs shift_ns, Rename rename) {
-    for (Event& e : heap_) {
+    for (const Event& e : heap_) slot_[static_cast<size_t>(e.activity)] = kNoSlot;
+    for (size_t i = 0; i < heap_.size(); ++i) {
+      Event& e = heap_[i];
       e.time_ns += shift_ns;
       e.activity = rename(e);
+      const auto a = static_cast<size_t>(e.activity);
+      if (a >= slot_.size()) slot_.resize(std::max(a + 1, 2 * slot_.size()), kNoSlot);
+      slot_[a] = static_cast<int32_t>(i);
     }
-  }
-
-  // Drops every entry for which `is_stale(entry)` holds and restores the heap. The order in
-  // which the remaining entries come out is unchanged (it is a total order on their keys).
-  template <class IsStale>
-  void remove_if(IsStale is_stale) {
-    std::erase_if(heap_, is_stale);
-    for (size_t i = heap_.size(); i-- > 0;) sift_down(i, heap_[i]);
   }
 
  private:
   static constexpr int kSequenceBits = 48;
   static constexpr uint64_t kSequenceLimit = uint64_t{1} << kSequenceBits;
   static constexpr size_t kArity = 4;
+  static constexpr int32_t kNoSlot = -1;
+
+  void place(size_t hole, const Event& event) {
+    heap_[hole] = event;
+    slot_[static_cast<size_t>(event.activity)] = static_cast<int32_t>(hole);
+  }
 
   // Moves `event` up from the hole at `hole` to its place.
   void sift_up(size_t hole, Event event) {
     while (hole > 0) {
       const size_t parent = (hole - 1) / kArity;
       if (!answered_before(event, heap_[parent])) break;
-      heap_[hole] = heap_[parent];
+      place(hole, heap_[parent]);
       hole = parent;
     }
-    heap_[hole] = event;
+    place(hole, event);
   }
 
   // Moves `event` down from the hole at `hole` to its place (by value: it may be the entry at
@@ -106,13 +123,14 @@ class EventQueue {
         if (answered_before(heap_[child], heap_[best])) best = child;
       }
       if (!answered_before(heap_[best], event)) break;
-      heap_[hole] = heap_[best];
+      place(hole, heap_[best]);
       hole = best;
     }
-    heap_[hole] = event;
+    place(hole, event);
   }
 
   std::vector<Event> heap_;
+  std::vector<int32_t> slot_;  // by activity: its entry's index in heap_, or kNoSlot
   uint64_t next_sequence_ = 0;
 };
 
