@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct Pipeline {
   double straggle = 1.0;
   // Micro-batches of odd index compute this much longer: the schedule repeats every two.
   TimeNs odd_extra_ns = 0;
+  // A wrong period map, to check that the engine trusts none: every activity's counterpart this
+  // many activities past the right one; or, with a seed, a random activity of the graph.
+  int32_t misalign = 0;
+  uint64_t random_seed = 0;
 };
 
 struct Run {
@@ -96,7 +101,15 @@ Run run(const Pipeline& p, bool fast_forward, int32_t max_periods = 4) {
                              first_of_micro_batch[static_cast<size_t>(m)];
     for (ActivityId a = first_of_micro_batch[static_cast<size_t>(m)];
          a < first_of_micro_batch[static_cast<size_t>(m) + 1]; ++a) {
-      map.next[static_cast<size_t>(a)] = a + block;
+      map.next[static_cast<size_t>(a)] =
+          std::min<ActivityId>(a + block + p.misalign, static_cast<ActivityId>(engine.size()) - 1);
+    }
+  }
+  if (p.random_seed != 0) {
+    uint64_t state = p.random_seed;
+    for (ActivityId& next : map.next) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      next = static_cast<ActivityId>((state >> 33) % static_cast<uint64_t>(engine.size()));
     }
   }
   map.max_periods = max_periods;
@@ -155,6 +168,23 @@ TEST_CASE("a schedule that repeats every two micro-batches is copied two at a ti
   const Run two = run(p, true, 2);
   require_same(two, simulated);
   CHECK(two.stats.fast_forwarded > 0);
+}
+
+TEST_CASE("a wrong period map changes nothing: the engine checks what it copies",
+          "[engine][fast-forward]") {
+  Pipeline p;
+  const Run simulated = run(p, false);
+  for (const int32_t misalign : {1, -1, 2, 7}) {
+    p.misalign = misalign;
+    INFO("counterparts " << misalign << " activities past the right ones");
+    require_same(run(p, true), simulated);
+  }
+  p.misalign = 0;
+  for (const uint64_t seed : {1, 2, 3}) {
+    p.random_seed = seed;
+    INFO("random counterparts, seed " << seed);
+    require_same(run(p, true), simulated);
+  }
 }
 
 }  // namespace
