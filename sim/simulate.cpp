@@ -84,12 +84,16 @@ class GraphMapper {
     start_.assign(n, kNoActivity);
     transfer_.assign(n, kNoActivity);
     finish_.assign(n, kNoActivity);
-    // About four activities a task (4.3 on the demo's plan, 3.8 on Korthikanti's 1T, 1.4 on a
-    // full graph: a collective member's ready and done, its instance's join, algorithm steps and
-    // flows), each after its task's deps and stream predecessor. Room reserved is address space
-    // until used (Engine::reserve), and an array that outgrows it is copied once at twice its
-    // size: generous.
-    engine_.reserve(6 * graph_.size() + 1024, graph_.dep_count() + 6 * graph_.size() + 1024);
+    // About four activities a task in a folded graph (4.3 on the demo's plan, 3.8 on
+    // Korthikanti's 1T: a collective member's ready and done, its instance's join, algorithm
+    // steps and flows) and 1.4 in a full one (whose collectives have many members each), each
+    // after its task's deps and stream predecessor. Room reserved is address space until used
+    // (Engine::reserve), and an array that outgrows it is copied once at twice its size:
+    // generous, but not so much that a full graph of tens of millions of tasks asks for more
+    // address space than the machine has.
+    const int64_t per_task = graph_.mode() == GraphMode::kFolded ? 6 : 2;
+    engine_.reserve(per_task * graph_.size() + 1024,
+                    graph_.dep_count() + per_task * graph_.size() + 1024);
     std::vector<ActivityId> deps;
     std::vector<ActivityId> first_activity(n + 1);
     for (TaskId id = 0; id < graph_.size(); ++id) {
