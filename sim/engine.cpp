@@ -386,10 +386,15 @@ PathId Engine::add_path(std::span<const PathHop> hops) {
   return static_cast<PathId>(s.first_hop.size() - 2);
 }
 
-void Engine::reserve(int64_t activities, int64_t dependencies) {
-  STRATA_ASSERT(activities >= 0 && dependencies >= 0, "reserve() takes counts");
-  state_->activities.reserve(static_cast<size_t>(activities));
-  state_->deps.reserve(static_cast<size_t>(dependencies));
+void Engine::reserve(int64_t activities) {
+  State& s = *state_;
+  STRATA_ASSERT(activities >= 0, "reserve() takes a count of activities");
+  const double edges_per_activity =
+      s.activities.empty()
+          ? 1.0
+          : static_cast<double>(s.deps.size()) / static_cast<double>(s.activities.size());
+  s.activities.reserve(static_cast<size_t>(activities));
+  s.deps.reserve(static_cast<size_t>(edges_per_activity * static_cast<double>(activities)));
 }
 
 ActivityId Engine::add(const ActivitySpec& spec, std::span<const ActivityId> deps) {

@@ -128,10 +128,11 @@ class Engine {
   // A thread that runs on the pool's cores; it holds none at first.
   ThreadId add_thread(CorePoolId pool);
 
-  // Room for this many activities and dependency edges in all, so that add() does not move
-  // the arrays as they grow (large graphs: the move copies them and briefly holds both). A
-  // guess: more is only address space until used, fewer means growing as without it.
-  void reserve(int64_t activities, int64_t dependencies);
+  // Room for this many activities in all, and for their dependency edges at the rate added so
+  // far, so that add() does not move the arrays as they grow (large graphs: the move copies them
+  // and briefly holds both). A guess: more is only address space until used, fewer means
+  // growing as without it.
+  void reserve(int64_t activities);
 
   // Adds an activity that starts once every activity in `deps` has finished (deps must already
   // exist). Activities may be added only before run().

@@ -84,21 +84,20 @@ class GraphMapper {
     start_.assign(n, kNoActivity);
     transfer_.assign(n, kNoActivity);
     finish_.assign(n, kNoActivity);
-    // About four activities a task in a folded graph (4.3 on the demo's plan, 3.8 on
-    // Korthikanti's 1T: a collective member's ready and done, its instance's join, algorithm
-    // steps and flows) and 1.4 in a full one (whose collectives have many members each), each
-    // after its task's deps and stream predecessor. Room reserved is address space until used
-    // (Engine::reserve), and an array that outgrows it is copied once at twice its size:
-    // generous, but not so much that a full graph of tens of millions of tasks asks for more
-    // address space than the machine has.
-    const int64_t per_task = graph_.mode() == GraphMode::kFolded ? 6 : 2;
-    engine_.reserve(per_task * graph_.size() + 1024,
-                    graph_.dep_count() + per_task * graph_.size() + 1024);
     std::vector<ActivityId> deps;
     std::vector<ActivityId> first_activity(n + 1);
+    // Activities a task vary from 1 to about 10 by plan (collectives' members and algorithm
+    // steps, all-to-all flows): once a 32nd of the tasks is in, room for the rest at that rate
+    // and as many again (Engine::reserve: the arrays then do not move, and room not used is only
+    // address space).
+    const TaskId sample =
+        std::min<TaskId>(graph_.size(), std::max<TaskId>(1024, graph_.size() / 32));
     for (TaskId id = 0; id < graph_.size(); ++id) {
       const Task& task = graph_.task(id);
       first_activity[static_cast<size_t>(id)] = static_cast<ActivityId>(engine_.size());
+      if (id == sample) {
+        engine_.reserve(engine_.size() * graph_.size() / sample * 2 + 1024);
+      }
       deps.clear();
       // The CPU executor's sends are buffered: its thread goes on once the message is copied
       // out, without waiting for the receiver.
